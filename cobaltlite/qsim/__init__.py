@@ -1,0 +1,1 @@
+"""Qsim: replays job traces through the real scheduler on a virtual clock."""
