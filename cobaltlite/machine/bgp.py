@@ -1,0 +1,231 @@
+"""The runtime Blue Gene/P model: which blocks are free, and what placing a job would block.
+
+Built once from a `BGPDescription`. Only schedulable blocks take part in the bitsets: bit i of
+every mask is the i-th schedulable block in name order. Relations are computed once:
+
+* related(X)  = schedulable blocks that share a node card with X (parents, children, overlaps)
+                or share a wire with it (wiring conflicts);
+* conflict(X) = related(X) | {X}: everything that cannot run while X runs.
+
+The allocation state is two integers (`_blocked`, `_available`) plus a dict of holders, so a
+scheduling pass reads the machine without copying it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from cobaltlite.errors import MachineError
+from cobaltlite.machine.bits import iter_bits
+from cobaltlite.machine.description import BGPDescription
+from cobaltlite.machine.model import FailureChance, NoFailures
+
+
+class BGPMachine:
+    def __init__(
+        self,
+        description: BGPDescription,
+        failures: FailureChance | None = None,
+        alpha: float = 1.0,
+        beta: float = 1.0,
+    ) -> None:
+        self.description = description
+        self.name = description.name
+        self.total_nodes = description.size
+        self.failures = failures or NoFailures()
+        self._fault_free = isinstance(self.failures, NoFailures)
+        self.alpha = alpha
+        self.beta = beta
+
+        blocks = sorted(
+            (b for b in description.blocks if description.is_schedulable(b)), key=lambda b: b.name
+        )
+        if not blocks:
+            raise MachineError(f"machine {description.name!r} has no schedulable block")
+        self.names = [b.name for b in blocks]
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.block_size = [b.size for b in blocks]
+
+        card_bit: dict[str, int] = {}
+        wire_bit: dict[str, int] = {}
+        cards = [_mask_of(b.nodecards, card_bit) for b in blocks]
+        wires = [_mask_of(b.wires, wire_bit) for b in blocks]
+        n = len(blocks)
+        related = [0] * n
+        for i in range(n):
+            ci, wi = cards[i], wires[i]
+            for j in range(i + 1, n):
+                if ci & cards[j] or wi & wires[j]:
+                    related[i] |= 1 << j
+                    related[j] |= 1 << i
+        self.related = related
+        self.conflict = [related[i] | (1 << i) for i in range(n)]
+        self.conflict_list = [list(iter_bits(m)) for m in self.conflict]
+
+        self.sizes = sorted(set(self.block_size))
+        self.min_block_size = self.sizes[0]
+        self.size_mask = {s: 0 for s in self.sizes}
+        for i, size in enumerate(self.block_size):
+            self.size_mask[size] |= 1 << i
+
+        self._usable = (1 << n) - 1  # schedulable and functional; partadm will clear bits
+        self._blocked = 0
+        self._available = self._usable
+        self._held: dict[int, tuple[int, float]] = {}  # jobid -> (block index, expected end)
+        self._held_nodes = 0
+
+    # ---- the present -------------------------------------------------------------------
+
+    def allocation_size(self, nodes: int) -> int | None:
+        """The smallest schedulable block size that holds `nodes` (seed 003 §IV-B step 1)."""
+        i = bisect_left(self.sizes, nodes)
+        return self.sizes[i] if i < len(self.sizes) and nodes > 0 else None
+
+    def has_free_capacity(self) -> bool:
+        return self._available != 0
+
+    def idle_nodes(self) -> int:
+        return self.total_nodes - self._held_nodes
+
+    def find_location(self, nodes: int, duration: float, now: float = 0.0) -> str | None:
+        size = self.allocation_size(nodes)
+        if size is None:
+            return None
+        candidates = self._available & self.size_mask[size]
+        if not candidates:
+            return None
+        return self.names[self.cheapest(candidates, now, now + duration)]
+
+    def cheapest(self, candidates: int, start: float, end: float) -> int:
+        """The candidate with the lowest Allocation_Cost(X) = α·BLK_f(X) + β·P_f(X).
+
+        BLK_f(X) sums (1 - P_f(Y)) over the available blocks Y that X would newly block (seed
+        003 §IV-B step 3). Ties go to the block whose name sorts first: deterministic, and the
+        same rule in every component.
+        """
+        available, related = self._available, self.related
+        best, best_cost = -1, 0.0
+        if self._fault_free:
+            for i in iter_bits(candidates):
+                cost = (related[i] & available).bit_count()
+                if best < 0 or cost < best_cost:
+                    best, best_cost = i, cost
+            return best
+        chance, names = self.failures.chance, self.names
+        for i in iter_bits(candidates):
+            blk_f = sum(1.0 - chance(names[j], start, end) for j in iter_bits(related[i] & available))
+            cost = self.alpha * blk_f + self.beta * chance(names[i], start, end)
+            if best < 0 or cost < best_cost:
+                best, best_cost = i, cost
+        return best
+
+    def blk(self, location: str) -> int:
+        """BLK(X): available blocks that placing a job on X would newly block (seed 003 Fig. 1)."""
+        return (self.related[self.index[location]] & self._available).bit_count()
+
+    def allocate(self, location: str, jobid: int, expected_end: float) -> int:
+        i = self.index.get(location)
+        if i is None:
+            raise MachineError(f"job {jobid}: {location!r} is not a schedulable block")
+        if jobid in self._held:
+            raise MachineError(f"job {jobid} already holds {self.names[self._held[jobid][0]]}")
+        if not (self._available >> i) & 1:
+            raise MachineError(f"job {jobid}: block {location} is not free")
+        self._blocked |= self.conflict[i]
+        self._available &= ~self.conflict[i]
+        self._held[jobid] = (i, expected_end)
+        self._held_nodes += self.block_size[i]
+        return self.block_size[i]
+
+    def release(self, jobid: int) -> None:
+        i, _ = self._held.pop(jobid)
+        self._held_nodes -= self.block_size[i]
+        blocked = 0
+        conflict = self.conflict
+        for j, _ in self._held.values():
+            blocked |= conflict[j]
+        self._blocked = blocked
+        self._available = self._usable & ~blocked
+
+    def held_by(self) -> dict[int, str]:
+        return {jobid: self.names[i] for jobid, (i, _) in self._held.items()}
+
+    def planner(self, now: float) -> BGPPlanner:
+        return BGPPlanner(self, now)
+
+
+class BGPPlanner:
+    """Reservations (drains) on blocks over time, on top of the machine's present state."""
+
+    def __init__(self, machine: BGPMachine, now: float) -> None:
+        self._m = machine
+        self._now = now
+        self._reservations: list[tuple[float, float, int]] = []  # (start, end, conflict mask)
+        self._free_at: list[float] | None = None  # per block: when every conflicting job ends
+
+    def _block_free_times(self) -> list[float]:
+        # Computed only when a reservation is needed: most passes start jobs or find nothing free.
+        if self._free_at is None:
+            m, now = self._m, self._now
+            free_at = [now] * len(m.names)
+            for i, end in m._held.values():
+                end = max(end, now + 1.0)  # an overdue job still holds its block right now
+                for j in m.conflict_list[i]:
+                    if free_at[j] < end:
+                        free_at[j] = end
+            self._free_at = free_at
+        return self._free_at
+
+    def location_now(self, nodes: int, duration: float) -> str | None:
+        m = self._m
+        size = m.allocation_size(nodes)
+        if size is None:
+            return None
+        candidates = m._available & m.size_mask[size]
+        end = self._now + duration
+        for start, stop, mask in self._reservations:
+            if not candidates:
+                break
+            if start < end and stop > self._now:
+                candidates &= ~mask
+        if not candidates:
+            return None
+        return m.names[m.cheapest(candidates, self._now, end)]
+
+    def reserve_earliest(self, nodes: int, duration: float) -> tuple[float, str]:
+        m = self._m
+        size = m.allocation_size(nodes)
+        if size is None:
+            raise MachineError(f"{nodes} nodes fit no block of {m.name}")
+        free_at = self._block_free_times()
+        best_i, best_t = -1, 0.0
+        for i in iter_bits(m._usable & m.size_mask[size]):
+            t = free_at[i]
+            moved = True
+            while moved:  # slide past every reservation that overlaps [t, t + duration)
+                moved = False
+                for start, stop, mask in self._reservations:
+                    if (mask >> i) & 1 and start < t + duration and stop > t:
+                        t, moved = stop, True
+            if best_i < 0 or t < best_t:
+                best_i, best_t = i, t
+        if best_i < 0:
+            raise MachineError(f"no usable block of {size} nodes on {m.name}")
+        self._reservations.append((best_t, best_t + duration, m.conflict[best_i]))
+        return best_t, m.names[best_i]
+
+    def commit(self, location: str, duration: float) -> None:
+        m = self._m
+        i = m.index[location]
+        if self._free_at is not None:
+            end = self._now + duration
+            for j in m.conflict_list[i]:
+                if self._free_at[j] < end:
+                    self._free_at[j] = end
+
+
+def _mask_of(items: tuple[str, ...], bits: dict[str, int]) -> int:
+    mask = 0
+    for item in items:
+        mask |= 1 << bits.setdefault(item, len(bits))
+    return mask

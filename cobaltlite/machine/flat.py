@@ -1,0 +1,132 @@
+"""A cluster without a torus: N interchangeable nodes, allocated non-contiguously.
+
+Locations are node ranges such as `0-15,32`. A job always gets the lowest-numbered free nodes:
+deterministic, and it keeps the free pool contiguous at the top for large jobs.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+
+from cobaltlite.errors import MachineError
+from cobaltlite.machine.bits import lowest_bits, mask_to_ranges, ranges_to_mask
+from cobaltlite.machine.description import FlatDescription
+
+OVERDUE_GRACE = 1.0
+"""A running job past its expected end (a kill in flight) is planned to end this many seconds
+from now: it still holds its nodes at this instant, so it cannot count as free now."""
+
+
+class FlatMachine:
+    def __init__(self, description: FlatDescription) -> None:
+        if description.nodes <= 0:
+            raise MachineError(f"machine {description.name!r}: node count must be positive")
+        self.description = description
+        self.name = description.name
+        self.total_nodes = description.nodes
+        self.min_block_size = 1
+        self._free = (1 << description.nodes) - 1
+        self._idle = description.nodes
+        # jobid -> (node mask, node count, expected end)
+        self._held: dict[int, tuple[int, int, float]] = {}
+
+    def allocation_size(self, nodes: int) -> int | None:
+        return nodes if 0 < nodes <= self.total_nodes else None
+
+    def has_free_capacity(self) -> bool:
+        return self._idle > 0
+
+    def idle_nodes(self) -> int:
+        return self._idle
+
+    def find_location(self, nodes: int, duration: float, now: float = 0.0) -> str | None:
+        if nodes > self._idle or nodes <= 0:
+            return None
+        return mask_to_ranges(lowest_bits(self._free, nodes))
+
+    def allocate(self, location: str, jobid: int, expected_end: float) -> int:
+        try:
+            mask = ranges_to_mask(location)
+        except ValueError as exc:
+            raise MachineError(f"job {jobid}: bad location {location!r}: {exc}") from None
+        if mask >> self.total_nodes:
+            raise MachineError(f"job {jobid}: {location!r} names nodes beyond {self.total_nodes}")
+        if mask & ~self._free:
+            raise MachineError(f"job {jobid}: nodes {mask_to_ranges(mask & ~self._free)} are held")
+        if jobid in self._held:
+            raise MachineError(f"job {jobid} already holds nodes")
+        count = mask.bit_count()
+        self._free &= ~mask
+        self._idle -= count
+        self._held[jobid] = (mask, count, expected_end)
+        return count
+
+    def release(self, jobid: int) -> None:
+        mask, count, _ = self._held.pop(jobid)
+        self._free |= mask
+        self._idle += count
+
+    def held_by(self) -> dict[int, str]:
+        return {jobid: mask_to_ranges(mask) for jobid, (mask, _, _) in self._held.items()}
+
+    def planner(self, now: float) -> FlatPlanner:
+        return FlatPlanner(self, now)
+
+
+class FlatPlanner:
+    """Free nodes over time as a step function: free[i] holds during [times[i], times[i+1])."""
+
+    def __init__(self, machine: FlatMachine, now: float) -> None:
+        self._machine = machine
+        self._now = now
+        ends: dict[float, int] = {}
+        for _, count, end in machine._held.values():
+            when = max(end, now + OVERDUE_GRACE) if end <= now else end
+            ends[when] = ends.get(when, 0) + count
+        self._times = [now]
+        self._free = [machine._idle]
+        running_free = machine._idle
+        for when in sorted(ends):
+            running_free += ends[when]
+            self._times.append(when)
+            self._free.append(running_free)
+
+    def _breakpoint(self, when: float) -> int:
+        """Index of the segment starting exactly at `when`, splitting one if needed."""
+        i = bisect_left(self._times, when)
+        if i < len(self._times) and self._times[i] == when:
+            return i
+        insort(self._times, when)
+        self._free.insert(i, self._free[i - 1])
+        return i
+
+    def _take(self, start: float, end: float, nodes: int) -> None:
+        first = self._breakpoint(start)
+        last = self._breakpoint(end)
+        for i in range(first, last):
+            self._free[i] -= nodes
+
+    def _fits_from(self, i: int, nodes: int, end: float) -> bool:
+        times, free = self._times, self._free
+        while i < len(times) and times[i] < end:
+            if free[i] < nodes:
+                return False
+            i += 1
+        return True
+
+    def location_now(self, nodes: int, duration: float) -> str | None:
+        if nodes > self._machine._idle or not self._fits_from(0, nodes, self._now + duration):
+            return None
+        return self._machine.find_location(nodes, duration, self._now)
+
+    def reserve_earliest(self, nodes: int, duration: float) -> tuple[float, str]:
+        if nodes > self._machine.total_nodes:
+            raise MachineError(f"{nodes} nodes can never fit on {self._machine.total_nodes}")
+        for i, start in enumerate(self._times):
+            if self._free[i] >= nodes and self._fits_from(i, nodes, start + duration):
+                self._take(start, start + duration, nodes)
+                return start, f"{nodes} nodes"
+        raise AssertionError("the last segment of a profile always has every node free")
+
+    def commit(self, location: str, duration: float) -> None:
+        self._take(self._now, self._now + duration, ranges_to_mask(location).bit_count())

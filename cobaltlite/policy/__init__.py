@@ -1,0 +1,1 @@
+"""Utility functions: how queued jobs are ranked."""

@@ -1,0 +1,252 @@
+"""Utility functions (seed 003 §IV-A): plain Python functions that score queued jobs.
+
+A utility function declares the inputs it wants as parameter names, using Cobalt's names:
+
+    def wfp3(queued_time, wall_time, size):
+        return (queued_time / wall_time) ** 3 * size
+
+Its signature is inspected once, when it is loaded, and turned into a direct call; nothing is
+evaluated from strings per job. It returns either a bare score or a pair (score, fallback
+threshold). A bare score means the threshold equals the score (TH = 1): if the top job cannot
+start, only jobs scoring strictly above its threshold may start ahead of it, so a bare score lets
+no job pass the top one.
+
+Scores are *assigned* at each pass (as seed 003 and Cobalt's Qsim do), not added to a running
+sum as Cobalt's cqm did; see docs/policy-guide.md.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cobaltlite.errors import CobaltliteError
+
+JOB_INPUTS: dict[str, str] = {
+    "queued_time": "seconds since the job was submitted",
+    "wall_time": "requested wall time in seconds",
+    "size": "nodes the job asked for",
+    "user_name": "the job owner's login name",
+    "project": "the project (account) the job is charged to",
+    "queue": "the queue the job sits in",
+    "queue_priority": "the priority of that queue (an integer)",
+    "jobid": "the job id (an integer)",
+}
+PASS_INPUTS: dict[str, str] = {
+    "machine_size": "compute nodes of the whole machine",
+    "n_s": "the smallest block size jobs are placed on (seed 003 Table II)",
+    "max_queued_time": "the longest queued_time among the jobs being scored",
+    "max_wall_time": "the longest wall_time among the jobs being scored",
+    "min_wall_time": "the shortest wall_time among the jobs being scored",
+    "now": "the current time in seconds",
+}
+_QUEUE_STATS = frozenset({"max_queued_time", "max_wall_time", "min_wall_time"})
+
+
+class PolicyError(CobaltliteError):
+    """A utility function cannot be loaded, or failed on a job (names both)."""
+
+
+class ScoredJob(Protocol):
+    """What scoring reads from a job and writes back to it."""
+
+    jobid: int
+    queued_time: float
+    wall_time: float
+    size: int
+    user_name: str
+    project: str
+    queue: str
+    queue_priority: int
+    score: float
+    threshold: float
+
+
+@dataclass(slots=True)
+class PassInputs:
+    """The values every job of one scoring pass shares."""
+
+    now: float
+    machine_size: int
+    n_s: int
+    max_queued_time: float = 0.0
+    max_wall_time: float = 0.0
+    min_wall_time: float = 0.0
+
+
+@dataclass(frozen=True)
+class UtilityFunction:
+    name: str
+    function: Callable[..., Any]
+    parameters: tuple[str, ...]
+    options: Mapping[str, Any] = field(default_factory=dict)
+    # The generated adapter: call(function, job, pass_inputs, options) -> raw result.
+    call: Callable[..., Any] = field(repr=False, default=lambda *a: None)
+
+    @property
+    def needs_queue_stats(self) -> bool:
+        return not _QUEUE_STATS.isdisjoint(self.parameters)
+
+    def score_jobs(self, jobs: Sequence[ScoredJob], inputs: PassInputs) -> None:
+        """Set `score` and `threshold` on every job; raise PolicyError naming the job at fault."""
+        if self.needs_queue_stats and jobs:
+            inputs.max_queued_time = max(j.queued_time for j in jobs)
+            walls = [j.wall_time for j in jobs]
+            inputs.max_wall_time, inputs.min_wall_time = max(walls), min(walls)
+        call, function, options = self.call, self.function, self.options
+        isfinite = math.isfinite
+        for job in jobs:
+            try:
+                raw = call(function, job, inputs, options)
+                if type(raw) is tuple:
+                    score, threshold = float(raw[0]), float(raw[1])
+                else:
+                    score = threshold = float(raw)
+            except Exception as exc:
+                raise PolicyError(
+                    f"utility function {self.name!r} failed on job {job.jobid}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if not (isfinite(score) and isfinite(threshold)):
+                raise PolicyError(
+                    f"utility function {self.name!r} returned a non-finite value "
+                    f"({score!r}, {threshold!r}) for job {job.jobid}"
+                )
+            job.score = score
+            job.threshold = threshold
+
+
+def make_utility(
+    function: Callable[..., Any], name: str | None = None, options: Mapping[str, Any] | None = None
+) -> UtilityFunction:
+    """Inspect `function` once and build its direct-call adapter.
+
+    Every parameter must be a known input or have a default (a tunable, such as the balance
+    factor, that `options` may set).
+    """
+    name = name or function.__name__
+    options = dict(options or {})
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError) as exc:
+        raise PolicyError(f"utility function {name!r}: cannot read its signature: {exc}") from None
+    inputs: list[str] = []
+    tunables: set[str] = set()
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise PolicyError(
+                f"utility function {name!r}: parameter {param.name!r} must be a plain named "
+                "parameter (no *args, **kwargs or positional-only parameters)"
+            )
+        if param.name in JOB_INPUTS or param.name in PASS_INPUTS:
+            inputs.append(param.name)
+        elif param.default is not param.empty:
+            tunables.add(param.name)
+        else:
+            known = ", ".join(sorted({*JOB_INPUTS, *PASS_INPUTS}))
+            raise PolicyError(
+                f"utility function {name!r}: unknown input {param.name!r} "
+                f"(known inputs: {known}; other parameters need a default value)"
+            )
+    unknown = set(options) - tunables
+    if unknown:
+        raise PolicyError(
+            f"utility function {name!r} has no tunable parameter {', '.join(sorted(unknown))}"
+            + (f" (it has: {', '.join(sorted(tunables))})" if tunables else "")
+        )
+    return UtilityFunction(name, function, tuple(inputs), options, _adapter(inputs, bool(options)))
+
+
+def _adapter(inputs: Iterable[str], with_options: bool) -> Callable[..., Any]:
+    """Compile `lambda f, j, c, o: f(queued_time=j.queued_time, n_s=c.n_s, ..., **o)`.
+
+    Generated once per function from validated identifiers (never from user text), this turns
+    per-job scoring into one plain call with attribute reads, the cheapest Python can do.
+    """
+    args = [f"{p}=j.{p}" if p in JOB_INPUTS else f"{p}=c.{p}" for p in inputs]
+    if with_options:
+        args.append("**o")
+    namespace: dict[str, Any] = {}
+    exec(f"def call(f, j, c, o):\n    return f({', '.join(args)})\n", namespace)  # noqa: S102
+    return namespace["call"]
+
+
+# ---- built-in policies --------------------------------------------------------------------
+# Seed 003 Table II, written exactly as the paper gives them, with q = queued_time,
+# t = wall_time, n = size and n_s the smallest block size.
+
+
+def fcfs(queued_time):
+    """S = q: first come, first served."""
+    return queued_time
+
+
+def fat(queued_time, wall_time, size, n_s):
+    """S = (q/t)·(n/n_s)^3: favours large jobs, then old and short ones."""
+    return (queued_time / wall_time) * (size / n_s) ** 3
+
+
+def wfp1(queued_time, wall_time, size):
+    """S = (q/t)·n: favours old/short jobs, avoiding large-job starvation."""
+    return (queued_time / wall_time) * size
+
+
+def wfp3(queued_time, wall_time, size):
+    """S = (q/t)^3·n: favours old/short jobs more, avoiding large-job starvation."""
+    return (queued_time / wall_time) ** 3 * size
+
+
+def fcsj(queued_time, wall_time):
+    """S = q/t: old and short jobs first, whatever their size."""
+    return queued_time / wall_time
+
+
+def unicef(queued_time, wall_time, size):
+    """S = q/(log2(n)·t): fast turnaround for small jobs.
+
+    log2(1) = 0 makes the paper's formula undefined for one-node jobs (they never occur on
+    Blue Gene/P, where n >= 64); we take n = max(n, 2) so they score as two-node jobs.
+    """
+    return queued_time / (math.log2(max(size, 2)) * wall_time)
+
+
+def default(queue_priority):
+    """Cobalt's builtin: queue priority + 0.1 (ties fall to the lower job id)."""
+    return queue_priority + 0.1
+
+
+def high_prio():
+    """Cobalt's builtin for urgent queues: every job scores 1.0."""
+    return 1.0
+
+
+def balanced(
+    queued_time, wall_time, max_queued_time, max_wall_time, min_wall_time, balance_factor=1.0
+):
+    """Seed 000 eqs. 1-3: S_p = BF·S_w + (1-BF)·S_r, each part scaled to [0, 100].
+
+    S_w = 100·wait/wait_max (0 when wait_max = 0); S_r = 100·(wt_max - wt)/(wt_max - wt_min)
+    (0 when wt_max = wt_min). BF = 1 is FCFS; BF = 0 is shortest-job-first.
+    """
+    s_w = 100.0 * queued_time / max_queued_time if max_queued_time > 0 else 0.0
+    spread = max_wall_time - min_wall_time
+    s_r = 100.0 * (max_wall_time - wall_time) / spread if spread > 0 else 0.0
+    return balance_factor * s_w + (1.0 - balance_factor) * s_r
+
+
+BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    f.__name__: f for f in (fcfs, fat, wfp1, wfp3, fcsj, unicef, default, high_prio, balanced)
+}
+
+
+def builtin_policy(name: str, options: Mapping[str, Any] | None = None) -> UtilityFunction:
+    """A builtin by name, case-insensitively (`WFP3` and `wfp3` are the same policy)."""
+    function = BUILTIN_FUNCTIONS.get(name.lower())
+    if function is None:
+        raise PolicyError(
+            f"unknown policy {name!r}; builtin policies: {', '.join(BUILTIN_FUNCTIONS)}"
+        )
+    return make_utility(function, function.__name__, options)

@@ -1,0 +1,1 @@
+"""The scheduler: one class that runs unchanged in the scheduler daemon and under Qsim."""

@@ -1,0 +1,38 @@
+"""What the scheduler sees of its two peers. It imports nothing else of the system.
+
+In the daemon these are Pyro5 proxies' adapters; under Qsim one in-process object implements
+both. Either way the scheduler cannot tell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from cobaltlite.machine.model import Machine
+
+
+class SchedulableJob(Protocol):
+    """A queued, runnable job as the queue manager scored it for this pass."""
+
+    jobid: int
+    size: int          # nodes asked for
+    wall_time: float   # requested seconds: what plans and reservations use
+    score: float
+    threshold: float   # the fallback threshold (seed 003 §IV-A)
+
+
+class QueueManagerView(Protocol):
+    def schedulable_jobs(self) -> Sequence[SchedulableJob]:
+        """Runnable queued jobs with scores computed for the current time, in any order."""
+        ...
+
+    def start_job(self, jobid: int, location: str) -> bool:
+        """Start `jobid` now on `location`; False if it could not (the job or place changed)."""
+        ...
+
+
+class SystemView(Protocol):
+    def machine(self) -> Machine:
+        """The machine model with its current allocations (never a per-pass copy)."""
+        ...

@@ -1,0 +1,141 @@
+"""One scheduling iteration (seed 003 §IV): select, place, drain, backfill.
+
+The order of one pass, which docs/architecture.md restates for users:
+
+1. Rank the runnable jobs by score, highest first; equal scores go to the lower job id.
+2. Start jobs in rank order, each on its lowest-cost free place, while they fit. The first job
+   that does not fit is the *top* job.
+3. Only jobs scoring strictly above the top job's fallback threshold may now start ahead of it
+   (seed 003 §IV-A: "higher than 0.70·S_h"); each that fits starts on its lowest-cost place.
+   A bare score sets threshold = score, so no job passes the top one.
+4. Backfilling, by scheme:
+   * none: stop. Jobs below the candidate list wait in strict score order.
+   * easy: reserve (drain) the top job's earliest place; every other job, in rank order,
+     starts if it fits now without delaying that reservation.
+   * conservative: every job in rank order either starts now without delaying any earlier
+     reservation, or gets a reservation of its own at its earliest time.
+
+A pass starts everything that can start at this instant, so Qsim runs one pass per event time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from operator import attrgetter
+
+from cobaltlite.clock import Clock
+from cobaltlite.machine.model import Machine, Planner
+from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
+
+
+class Backfill(StrEnum):
+    EASY = "easy"
+    CONSERVATIVE = "conservative"
+    NONE = "none"
+
+
+@dataclass(slots=True)
+class PassReport:
+    """What one pass did: jobs started (id, place) and the top job's drain (id, place, start)."""
+
+    started: list[tuple[int, str]] = field(default_factory=list)
+    drain: tuple[int, str, float] | None = None
+    unplaceable: list[int] = field(default_factory=list)
+
+
+_by_jobid = attrgetter("jobid")
+_by_score = attrgetter("score")
+
+
+class Scheduler:
+    def __init__(
+        self,
+        queue_manager: QueueManagerView,
+        system: SystemView,
+        clock: Clock,
+        backfill: Backfill = Backfill.EASY,
+    ) -> None:
+        self.queue_manager = queue_manager
+        self.system = system
+        self.clock = clock
+        self.backfill = Backfill(backfill)
+
+    def iterate(self) -> PassReport:
+        report = PassReport()
+        machine = self.system.machine()
+        if not machine.has_free_capacity():
+            return report  # nothing can start, so ranking would change nothing
+        jobs = list(self.queue_manager.schedulable_jobs())
+        if not jobs:
+            return report
+        # Two stable sorts give (score descending, jobid ascending) without a Python key tuple.
+        jobs.sort(key=_by_jobid)
+        jobs.sort(key=_by_score, reverse=True)
+        now = self.clock.now()
+
+        top_index = self._start_in_order(jobs, machine, now, report)
+        if top_index is None or not machine.has_free_capacity():
+            return report  # everyone started, or nothing else can start at this instant
+        top = jobs[top_index]
+        rest = jobs[top_index + 1 :]
+        cut = 0  # ranks are sorted, so the candidates are a prefix of the rest
+        while cut < len(rest) and rest[cut].score > top.threshold:
+            cut += 1
+        waiting: list[SchedulableJob] = []
+        for job in rest[:cut]:
+            location = machine.find_location(job.size, job.wall_time, now)
+            if location is None or not self._start(job, location, report):
+                waiting.append(job)
+        waiting.extend(rest[cut:])
+        if self.backfill is Backfill.NONE:
+            return report
+
+        planner = machine.planner(now)
+        start, where = planner.reserve_earliest(top.size, top.wall_time)
+        report.drain = (top.jobid, where, start)
+        if self.backfill is Backfill.EASY:
+            self._backfill_easy(waiting, machine, planner, report)
+        else:
+            self._backfill_conservative(waiting, machine, planner, report)
+        return report
+
+    def _start_in_order(
+        self, jobs: list[SchedulableJob], machine: Machine, now: float, report: PassReport
+    ) -> int | None:
+        """Start jobs in rank order while they fit; return the index of the top job, if any."""
+        for i, job in enumerate(jobs):
+            location = machine.find_location(job.size, job.wall_time, now)
+            if location is None:
+                if machine.allocation_size(job.size) is None:
+                    report.unplaceable.append(job.jobid)
+                    continue
+                return i
+            self._start(job, location, report)
+        return None
+
+    def _backfill_easy(
+        self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
+    ) -> None:
+        for job in waiting:
+            if not machine.has_free_capacity():
+                return
+            location = planner.location_now(job.size, job.wall_time)
+            if location is not None and self._start(job, location, report):
+                planner.commit(location, job.wall_time)
+
+    def _backfill_conservative(
+        self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
+    ) -> None:
+        for job in waiting:
+            location = planner.location_now(job.size, job.wall_time)
+            if location is not None and self._start(job, location, report):
+                planner.commit(location, job.wall_time)
+            elif machine.allocation_size(job.size) is not None:
+                planner.reserve_earliest(job.size, job.wall_time)
+
+    def _start(self, job: SchedulableJob, location: str, report: PassReport) -> bool:
+        if not self.queue_manager.start_job(job.jobid, location):
+            return False
+        report.started.append((job.jobid, location))
+        return True
