@@ -122,8 +122,17 @@ class FlatPlanner:
     def reserve_earliest(self, nodes: int, duration: float) -> tuple[float, str]:
         if nodes > self._machine.total_nodes:
             raise MachineError(f"{nodes} nodes can never fit on {self._machine.total_nodes}")
-        for i, start in enumerate(self._times):
-            if self._free[i] >= nodes and self._fits_from(i, nodes, start + duration):
+        times, free = self._times, self._free
+        last = len(times) - 1
+        first = -1  # first segment of the current run of segments with enough free nodes
+        for j in range(last + 1):
+            if free[j] < nodes:
+                first = -1
+                continue
+            if first < 0:
+                first = j
+            if j == last or times[j + 1] >= times[first] + duration:
+                start = times[first]
                 self._take(start, start + duration, nodes)
                 return start, f"{nodes} nodes"
         raise AssertionError("the last segment of a profile always has every node free")

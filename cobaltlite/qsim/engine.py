@@ -141,13 +141,17 @@ class Qsim:
 
     # ---- the event loop ----------------------------------------------------------------
 
-    def run(self, progress: Callable[[int], None] | None = None) -> ReplayResult:
+    def run(
+        self, progress: Callable[[int], None] | None = None, progress_every: int = 2000
+    ) -> ReplayResult:
+        """Replay to the end; `progress(jobs_finished)` is called every `progress_every` events."""
         pending, ends, queue = self._pending, self._ends, self._queue
         machine, clock, observer = self._machine, self.clock, self.observer
         iterate = self.scheduler.iterate
         samples: list[CapacitySample] = []
         total, next_i, passes, events = len(pending), 0, 0, 0
         inf = float("inf")
+        next_report = progress_every
         while next_i < total or ends:
             t = min(pending[next_i].submit_time if next_i < total else inf,
                     ends[0][0] if ends else inf)
@@ -168,8 +172,9 @@ class Qsim:
             idle = machine.idle_nodes()
             fits = bool(queue) and idle > 0 and any(j.size < idle for j in queue.values())
             samples.append(CapacitySample(t, idle, fits))
-            if progress is not None:
+            if progress is not None and events >= next_report:
                 progress(len(self._outcomes))
+                next_report = events + progress_every
         return ReplayResult(
             self._outcomes, samples, machine.total_nodes, passes, events, list(self.skipped)
         )

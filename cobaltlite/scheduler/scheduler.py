@@ -128,6 +128,8 @@ class Scheduler:
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
     ) -> None:
         for job in waiting:
+            if not machine.has_free_capacity():
+                return  # later reservations cannot make anything start at this instant
             location = planner.location_now(job.size, job.wall_time)
             if location is not None and self._start(job, location, report):
                 planner.commit(location, job.wall_time)

@@ -1,0 +1,180 @@
+"""A whole replay as one call: read the trace, build the machine, run Qsim, write the outputs.
+
+The `qsim` command, the benchmarks and (later) `schedctl --try` all go through `replay()`, so
+they read traces and report metrics the same way.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cobaltlite.errors import InputError
+from cobaltlite.machine.catalog import load_description
+from cobaltlite.machine.description import FlatDescription
+from cobaltlite.machine.runtime import build_machine
+from cobaltlite.policy.utility import UtilityFunction
+from cobaltlite.qsim.engine import Qsim, ReplayResult
+from cobaltlite.qsim.joblog import AccountingObserver
+from cobaltlite.qsim.metrics import compute_metrics
+from cobaltlite.scheduler.scheduler import Backfill
+from cobaltlite.traces.model import TraceReadResult
+
+TRACE_FORMATS = ("auto", "swf", "accounting", "intrepid-list")
+
+BGP_CORES_PER_NODE = 4
+"""Blue Gene/P nodes have 4 cores; Intrepid's SWF log counts cores (traces/README.md)."""
+
+
+@dataclass
+class ReplaySettings:
+    trace: Path
+    machine: str
+    policy: UtilityFunction
+    backfill: Backfill = Backfill.EASY
+    trace_format: str = "auto"
+    schedulable: str | None = None
+    processors_per_node: int | None = None
+    estimate: str = "requested"
+    start: float | None = None
+    end: float | None = None
+    arrival_scale: float = 1.0
+    lenient: bool = False
+    slowdown_bound: float = 10.0
+    out: Path | None = None
+
+
+@dataclass
+class ReplayReport:
+    settings: ReplaySettings
+    result: ReplayResult
+    metrics: dict[str, Any]
+    trace_skipped: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON summary: settings, counts and metrics, nothing that depends on wall time."""
+        s = self.settings
+        return {
+            "trace": s.trace.name,
+            "machine": s.machine,
+            "machine_nodes": self.result.machine_nodes,
+            "policy": s.policy.name,
+            "policy_options": dict(s.policy.options),
+            "backfill": str(s.backfill),
+            "estimate": s.estimate,
+            "arrival_scale": s.arrival_scale,
+            "jobs_replayed": len(self.result.outcomes),
+            "jobs_skipped_reading": len(self.trace_skipped),
+            "jobs_skipped_unplaceable": len(self.result.skipped),
+            "scheduling_passes": self.result.passes,
+            "metrics": self.metrics,
+        }
+
+
+def detect_format(path: Path) -> str:
+    """Guess a trace's format from its first meaningful line."""
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rt", errors="replace") as stream:
+        for line in stream:
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith(";"):
+                return "swf"
+            if text.startswith("Job_name"):
+                return "intrepid-list"
+            fields = text.split(";")
+            if len(fields) >= 3 and len(fields[1]) <= 2 and fields[1].isalpha():
+                return "accounting"
+            return "swf"
+    raise InputError(f"{path}: the trace is empty")
+
+
+def read_trace(settings: ReplaySettings, processors_per_node: int) -> TraceReadResult:
+    path = settings.trace
+    if not path.is_file():
+        raise InputError(f"--trace {path}: no such file")
+    kind = detect_format(path) if settings.trace_format == "auto" else settings.trace_format
+    if kind == "swf":
+        from cobaltlite.traces.swf import read_swf
+
+        result = read_swf(
+            path,
+            processors_per_node=processors_per_node,
+            estimate=settings.estimate,
+            lenient=settings.lenient,
+            start=settings.start,
+            end=settings.end,
+            arrival_scale=settings.arrival_scale,
+        )
+    elif kind == "accounting":
+        from cobaltlite.accounting import read_accounting_log
+
+        result = read_accounting_log(path, lenient=settings.lenient, estimate=settings.estimate)
+    elif kind == "intrepid-list":
+        from cobaltlite.traces.intrepid_list import read_intrepid_list
+
+        result = read_intrepid_list(path, lenient=settings.lenient)
+    else:
+        raise InputError(f"--format {kind!r}: choose one of {', '.join(TRACE_FORMATS)}")
+    if kind != "swf" and (settings.start or settings.end or settings.arrival_scale != 1.0):
+        result.jobs = _window(result, settings)
+    return result
+
+
+def _window(result: TraceReadResult, settings: ReplaySettings) -> list:
+    jobs = [
+        j
+        for j in result.jobs
+        if (settings.start is None or j.submit_time >= settings.start)
+        and (settings.end is None or j.submit_time < settings.end)
+    ]
+    if settings.arrival_scale != 1.0 and jobs:
+        first = jobs[0].submit_time
+        for j in jobs:
+            j.submit_time = first + round((j.submit_time - first) * settings.arrival_scale)
+    return jobs
+
+
+def replay(
+    settings: ReplaySettings, progress_factory: Callable[[int], Callable[[int], None]] | None = None
+) -> ReplayReport:
+    description = load_description(settings.machine, schedulable=settings.schedulable)
+    if settings.processors_per_node is not None:
+        ppn = settings.processors_per_node
+    elif isinstance(description, FlatDescription):
+        ppn = description.processors_per_node
+    else:
+        ppn = BGP_CORES_PER_NODE
+    trace = read_trace(settings, ppn)
+    machine = build_machine(description)
+    observer = None
+    if settings.out is not None:
+        settings.out.mkdir(parents=True, exist_ok=True)
+        observer = AccountingObserver(settings.out / "accounting.log")
+    try:
+        qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer)
+        progress = progress_factory(len(trace.jobs)) if progress_factory else None
+        result = qsim.run(progress)
+    finally:
+        if observer is not None:
+            observer.close()
+    metrics = compute_metrics(
+        result.outcomes, result.samples, result.machine_nodes, slowdown_bound=settings.slowdown_bound
+    )
+    report = ReplayReport(settings, result, metrics, list(trace.skipped))
+    if settings.out is not None:
+        summary = json.dumps(report.summary(), indent=2, sort_keys=True) + "\n"
+        _write_atomically(settings.out / "summary.json", summary)
+    return report
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write beside the target and rename, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
