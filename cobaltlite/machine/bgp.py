@@ -113,7 +113,8 @@ class BGPMachine:
             return best
         chance, names = self.failures.chance, self.names
         for i in iter_bits(candidates):
-            blk_f = sum(1.0 - chance(names[j], start, end) for j in iter_bits(related[i] & available))
+            newly_blocked = iter_bits(related[i] & available)
+            blk_f = sum(1.0 - chance(names[j], start, end) for j in newly_blocked)
             cost = self.alpha * blk_f + self.beta * chance(names[i], start, end)
             if best < 0 or cost < best_cost:
                 best, best_cost = i, cost

@@ -170,7 +170,7 @@ def _adapter(inputs: Iterable[str], with_options: bool) -> Callable[..., Any]:
     if with_options:
         args.append("**o")
     namespace: dict[str, Any] = {}
-    exec(f"def call(f, j, c, o):\n    return f({', '.join(args)})\n", namespace)  # noqa: S102
+    exec(f"def call(f, j, c, o):\n    return f({', '.join(args)})\n", namespace)
     return namespace["call"]
 
 

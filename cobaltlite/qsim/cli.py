@@ -85,55 +85,114 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--trace", required=True, type=Path, metavar="FILE",
-                        help="the job log to replay: SWF (.swf or .swf.gz), a cobaltlite/Cobalt "
-                        "accounting log, or the Intrepid reduced list")
-    parser.add_argument("--format", dest="trace_format", default="auto", choices=TRACE_FORMATS,
-                        help="trace format (default: detected from the file's first line)")
-    parser.add_argument("--machine", required=True, metavar="intrepid|flat:N[:PPN]|FILE",
-                        help="the machine: the shipped Intrepid BG/P table, a flat cluster of N "
-                        "nodes (PPN processors per node), or a partition table (.xml or .yaml)")
-    parser.add_argument("--schedulable", metavar="all|FILE",
-                        help="BG/P only: which blocks take jobs, 'all' or a file of block names "
-                        "one per line (default: the description's own list)")
-    parser.add_argument("--policy", default="fcfs", metavar="NAME",
-                        help="utility function ranking the queue: "
-                        f"{', '.join(BUILTIN_FUNCTIONS)} (default: fcfs)")
-    parser.add_argument("--policy-param", action="append", default=[], type=_policy_param,
-                        metavar="NAME=VALUE",
-                        help="set a tunable of the policy, e.g. balance_factor=0.5 for balanced "
-                        "(repeatable)")
-    parser.add_argument("--backfill", default="easy", choices=[b.value for b in Backfill],
-                        help="backfilling: easy (nothing delays the top job), conservative (no "
-                        "queued job is delayed) or none (default: easy)")
-    parser.add_argument("--procs-per-node", type=_positive_int, metavar="N",
-                        help="SWF processors per node (default: the flat machine's PPN, 4 on "
-                        "Blue Gene/P)")
-    parser.add_argument("--estimate", default="requested", choices=["requested", "runtime"],
-                        help="requested-time model when the trace has none (-1): 'requested' "
-                        "uses the trace's requested time, else the run time; 'runtime' always "
-                        "uses the run time (perfect estimates)")
-    parser.add_argument("--start", type=_date, metavar="DATE",
-                        help="replay only jobs submitted at or after DATE (epoch or ISO, UTC)")
-    parser.add_argument("--end", type=_date, metavar="DATE",
-                        help="replay only jobs submitted before DATE")
-    parser.add_argument("--arrival-scale", type=_positive_float, default=1.0, metavar="F",
-                        help="multiply the gaps between arrivals by F (<1 = heavier load)")
-    parser.add_argument("--lenient", action="store_true",
-                        help="skip and count malformed trace lines instead of stopping")
-    parser.add_argument("--slowdown-bound", type=_positive_float, default=10.0, metavar="SECONDS",
-                        help="run-time bound of bounded slowdown (default: 10)")
-    parser.add_argument("--out", type=Path, metavar="DIR",
-                        help="write DIR/accounting.log and DIR/summary.json")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress bar and no timing line")
+    parser.add_argument(
+        "--trace",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="the job log to replay: SWF (.swf or .swf.gz), a cobaltlite/Cobalt "
+        "accounting log, or the Intrepid reduced list",
+    )
+    parser.add_argument(
+        "--format",
+        dest="trace_format",
+        default="auto",
+        choices=TRACE_FORMATS,
+        help="trace format (default: detected from the file's first line)",
+    )
+    parser.add_argument(
+        "--machine",
+        required=True,
+        metavar="intrepid|flat:N[:PPN]|FILE",
+        help="the machine: the shipped Intrepid BG/P table, a flat cluster of N "
+        "nodes (PPN processors per node), or a partition table (.xml or .yaml)",
+    )
+    parser.add_argument(
+        "--schedulable",
+        metavar="all|FILE",
+        help="BG/P only: which blocks take jobs, 'all' or a file of block names "
+        "one per line (default: the description's own list)",
+    )
+    parser.add_argument(
+        "--policy",
+        default="fcfs",
+        metavar="NAME",
+        help=f"utility function ranking the queue: {', '.join(BUILTIN_FUNCTIONS)} (default: fcfs)",
+    )
+    parser.add_argument(
+        "--policy-param",
+        action="append",
+        default=[],
+        type=_policy_param,
+        metavar="NAME=VALUE",
+        help="set a tunable of the policy, e.g. balance_factor=0.5 for balanced (repeatable)",
+    )
+    parser.add_argument(
+        "--backfill",
+        default="easy",
+        choices=[b.value for b in Backfill],
+        help="backfilling: easy (nothing delays the top job), conservative (no "
+        "queued job is delayed) or none (default: easy)",
+    )
+    parser.add_argument(
+        "--procs-per-node",
+        type=_positive_int,
+        metavar="N",
+        help="SWF processors per node (default: the flat machine's PPN, 4 on Blue Gene/P)",
+    )
+    parser.add_argument(
+        "--estimate",
+        default="requested",
+        choices=["requested", "runtime"],
+        help="requested-time model when the trace has none (-1): 'requested' "
+        "uses the trace's requested time, else the run time; 'runtime' always "
+        "uses the run time (perfect estimates)",
+    )
+    parser.add_argument(
+        "--start",
+        type=_date,
+        metavar="DATE",
+        help="replay only jobs submitted at or after DATE (epoch or ISO, UTC)",
+    )
+    parser.add_argument(
+        "--end", type=_date, metavar="DATE", help="replay only jobs submitted before DATE"
+    )
+    parser.add_argument(
+        "--arrival-scale",
+        type=_positive_float,
+        default=1.0,
+        metavar="F",
+        help="multiply the gaps between arrivals by F (<1 = heavier load)",
+    )
+    parser.add_argument(
+        "--lenient",
+        action="store_true",
+        help="skip and count malformed trace lines instead of stopping",
+    )
+    parser.add_argument(
+        "--slowdown-bound",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="run-time bound of bounded slowdown (default: 10)",
+    )
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="write DIR/accounting.log and DIR/summary.json"
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bar and no timing line"
+    )
     return parser
 
 
 def _progress_factory(console: Console) -> tuple[Progress, Callable[[int], Callable[[int], None]]]:
     progress = Progress(
-        TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True,
+        TextColumn("replaying"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
     )
 
     def factory(total: int) -> Callable[[int], None]:
@@ -150,12 +209,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         policy = builtin_policy(args.policy, dict(args.policy_param))
         settings = ReplaySettings(
-            trace=args.trace, machine=args.machine, policy=policy,
-            backfill=Backfill(args.backfill), trace_format=args.trace_format,
-            schedulable=args.schedulable, processors_per_node=args.procs_per_node,
-            estimate=args.estimate, start=args.start, end=args.end,
-            arrival_scale=args.arrival_scale, lenient=args.lenient,
-            slowdown_bound=args.slowdown_bound, out=args.out,
+            trace=args.trace,
+            machine=args.machine,
+            policy=policy,
+            backfill=Backfill(args.backfill),
+            trace_format=args.trace_format,
+            schedulable=args.schedulable,
+            processors_per_node=args.procs_per_node,
+            estimate=args.estimate,
+            start=args.start,
+            end=args.end,
+            arrival_scale=args.arrival_scale,
+            lenient=args.lenient,
+            slowdown_bound=args.slowdown_bound,
+            out=args.out,
         )
         began = time.perf_counter()
         if args.quiet or not err.is_terminal:
@@ -168,16 +235,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CobaltliteError as exc:
         err.print(f"qsim: error: {exc}", markup=False, highlight=False)
         return 1
-    print_metrics(report.metrics, title=f"{settings.trace.name} on {settings.machine}, "
-                  f"{policy.name}, {settings.backfill} backfilling")
-    for label, items in (("trace lines skipped", report.trace_skipped),
-                         ("jobs that fit nowhere", report.result.skipped)):
+    print_metrics(
+        report.metrics,
+        title=f"{settings.trace.name} on {settings.machine}, "
+        f"{policy.name}, {settings.backfill} backfilling",
+    )
+    for label, items in (
+        ("trace lines skipped", report.trace_skipped),
+        ("jobs that fit nowhere", report.result.skipped),
+    ):
         if items:
             err.print(f"qsim: {len(items)} {label}; first: {items[0]}", markup=False)
     if not args.quiet:
         jobs = len(report.result.outcomes)
-        err.print(f"qsim: {jobs} jobs in {elapsed:.2f} s ({jobs / max(elapsed, 1e-9):,.0f} jobs/s)",
-                  markup=False, highlight=False)
+        err.print(
+            f"qsim: {jobs} jobs in {elapsed:.2f} s ({jobs / max(elapsed, 1e-9):,.0f} jobs/s)",
+            markup=False,
+            highlight=False,
+        )
     return 0
 
 

@@ -106,7 +106,9 @@ class Qsim:
         self._running: dict[int, SimJob] = {}
         self._ends: list[tuple[float, int]] = []
         self._outcomes: list[JobOutcome] = []
-        self._inputs = PassInputs(now=0.0, machine_size=machine.total_nodes, n_s=machine.min_block_size)
+        self._inputs = PassInputs(
+            now=0.0, machine_size=machine.total_nodes, n_s=machine.min_block_size
+        )
         self.scheduler = Scheduler(self, self, self.clock, backfill)
 
     # ---- the queue-manager interface ---------------------------------------------------
@@ -153,8 +155,9 @@ class Qsim:
         inf = float("inf")
         next_report = progress_every
         while next_i < total or ends:
-            t = min(pending[next_i].submit_time if next_i < total else inf,
-                    ends[0][0] if ends else inf)
+            t = min(
+                pending[next_i].submit_time if next_i < total else inf, ends[0][0] if ends else inf
+            )
             clock.advance_to(t)
             while ends and ends[0][0] == t:
                 _, jobid = heapq.heappop(ends)

@@ -164,7 +164,10 @@ def replay(
         if observer is not None:
             observer.close()
     metrics = compute_metrics(
-        result.outcomes, result.samples, result.machine_nodes, slowdown_bound=settings.slowdown_bound
+        result.outcomes,
+        result.samples,
+        result.machine_nodes,
+        slowdown_bound=settings.slowdown_bound,
     )
     report = ReplayReport(settings, result, metrics, list(trace.skipped))
     if settings.out is not None:
