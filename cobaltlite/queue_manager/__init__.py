@@ -1,0 +1,1 @@
+"""The queue manager: jobs, queues, holds, utility scores and the accounting log."""

@@ -1,0 +1,347 @@
+"""The queue manager's logic, free of RPC: submission, queries, deletion, scoring, job ends.
+
+Every method that changes a job commits before it returns, and every job state change is logged
+with the job id. Identity (`Caller`) is decided by the transport from the kernel, never from
+what a client sends. The clock is injected, so the same logic can run under Qsim.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from cobaltlite.accounting import AccountingLog, format_hms
+from cobaltlite.clock import Clock
+from cobaltlite.policy.utility import PassInputs, PolicyError, UtilityFunction, builtin_policy
+from cobaltlite.queue_manager import states
+from cobaltlite.queue_manager.store import JobStore
+
+log = structlog.get_logger("queue-manager")
+
+ACCEPTING_QUEUE_STATES = frozenset({"running", "stopped"})
+SCHEDULED_QUEUE_STATES = frozenset({"running", "draining"})
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling, as the kernel reported it."""
+
+    uid: int
+    gid: int
+    user: str
+    is_admin: bool
+
+
+class SystemClient(Protocol):
+    """What the queue manager needs of the system component."""
+
+    def limits(self) -> dict[str, Any]: ...
+
+    def launch(self, jobid: int, location: str, spec: dict[str, Any]) -> int: ...
+
+    def kill(self, jobid: int) -> bool: ...
+
+    def job_status(self, jobid: int) -> str: ...
+
+
+class SubmissionError(ValueError):
+    """A submission the queue manager refuses; the message is shown to the user as is."""
+
+
+@dataclass(slots=True)
+class _Scored:
+    """A queued job as the scheduler sees it; its attributes are the utility inputs."""
+
+    jobid: int
+    size: int
+    wall_time: float
+    queued_time: float
+    user_name: str
+    project: str
+    queue: str
+    queue_priority: int
+    score: float = 0.0
+    threshold: float = 0.0
+
+
+REQUIRED_SPEC = ("nodes", "walltime", "command", "cwd")
+DEFAULTS: dict[str, Any] = {
+    "jobname": "N/A",
+    "queue": "default",
+    "procs": 0,
+    "mode": "script",
+    "project": "N/A",
+    "args": [],
+    "env": {},
+    "umask": 0o022,
+    "outputpath": "",
+    "errorpath": "",
+    "cobaltlog": "",
+    "user_hold": False,
+    "dependencies": [],
+    "user_list": [],
+    "attrs": {},
+}
+
+
+class QueueManager:
+    def __init__(
+        self,
+        store: JobStore,
+        clock: Clock,
+        accounting: AccountingLog,
+        system: SystemClient,
+        wake_scheduler: Callable[[], None] = lambda: None,
+        policies: Mapping[str, UtilityFunction] | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.accounting = accounting
+        self.system = system
+        self.wake_scheduler = wake_scheduler
+        self.policies = dict(policies or {})
+        self._lock = threading.RLock()
+        self._limits: dict[str, Any] | None = None
+        self.policy_errors: dict[str, str] = {}
+
+    def limits(self) -> dict[str, Any]:
+        if self._limits is None:
+            self._limits = self.system.limits()
+        return self._limits
+
+    # ---- users --------------------------------------------------------------------------
+
+    def submit(self, caller: Caller, spec: Mapping[str, Any]) -> int:
+        """Validate, store and acknowledge a job; the id is returned only after the commit."""
+        missing = [key for key in REQUIRED_SPEC if key not in spec]
+        if missing:
+            raise SubmissionError(f"the submission lacks {', '.join(missing)}")
+        unknown = set(spec) - set(REQUIRED_SPEC) - set(DEFAULTS)
+        if unknown:
+            raise SubmissionError(f"unknown submission fields: {', '.join(sorted(unknown))}")
+        job = {**DEFAULTS, **spec}
+        nodes, walltime = job["nodes"], job["walltime"]
+        if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes <= 0:
+            raise SubmissionError(f"node count {nodes!r} must be a positive whole number")
+        limits = self.limits()
+        if nodes > limits["max_job_nodes"]:
+            raise SubmissionError(
+                f"node count {nodes} is larger than any place on {limits['machine']} "
+                f"(at most {limits['max_job_nodes']} nodes)")
+        if not isinstance(walltime, int) or isinstance(walltime, bool) or walltime <= 0:
+            raise SubmissionError(f"wall time {walltime!r} must be a positive number of seconds")
+        queue = self.store.queue(job["queue"])
+        if queue is None:
+            names = ", ".join(q["name"] for q in self.store.queues())
+            raise SubmissionError(f"queue {job['queue']!r} does not exist (queues: {names})")
+        if queue["state"] not in ACCEPTING_QUEUE_STATES:
+            raise SubmissionError(f"the {job['queue']!r} queue is {queue['state']}")
+        _check_restrictions(queue, caller.user, walltime)
+        for dep in job["dependencies"]:
+            if not isinstance(dep, int):
+                raise SubmissionError(f"dependency {dep!r} is not a job id")
+        user_list = sorted({caller.user, *job["user_list"]})
+        now = self.clock.now()
+        with self._lock:
+            jobid = self.store.add_job({
+                **job,
+                "user": caller.user, "uid": caller.uid, "gid": caller.gid,
+                "state": states.QUEUED, "submittime": now, "score": 0.0,
+                "admin_hold": False, "user_list": user_list,
+            })
+        self.accounting.write(now, "Q", jobid, {
+            "queue": job["queue"], "user": caller.user, "account": job["project"],
+            "Resource_List.nodect": nodes,
+            "Resource_List.walltime": format_hms(walltime),
+        })
+        log.info("job submitted", jobid=jobid, user=caller.user, nodes=nodes, queue=job["queue"])
+        self.wake_scheduler()
+        return jobid
+
+    def jobs(self, jobids: Iterable[int] | None = None) -> list[dict[str, Any]]:
+        """Jobs not yet done (or the named ones, done or not), with the state qstat shows."""
+        rows = self.store.jobs(jobids=jobids, include_done=jobids is not None)
+        for row in rows:
+            row["display_state"] = states.display_state(
+                row["state"], row["user_hold"], row["admin_hold"], self._dep_held(row))
+            row["short_state"] = states.short_code(row["display_state"])
+        return rows
+
+    def delete(self, caller: Caller, jobids: Iterable[int]) -> list[dict[str, Any]]:
+        """Delete jobs; each result says what happened, so qdel can speak for every id."""
+        results = []
+        for jobid in jobids:
+            results.append(self._delete_one(caller, jobid))
+        self.wake_scheduler()
+        return results
+
+    def _delete_one(self, caller: Caller, jobid: int) -> dict[str, Any]:
+        with self._lock:
+            job = self.store.job(jobid)
+            if job is None or job["state"] == states.DONE:
+                return {"jobid": jobid, "result": "unknown", "message": f"job {jobid} not found"}
+            if not (caller.is_admin or caller.user in job["user_list"]):
+                return {"jobid": jobid, "result": "refused", "user": job["user"],
+                        "message": f"job {jobid} belongs to {job['user']}, not to {caller.user}"}
+            now = self.clock.now()
+            if job["state"] == states.QUEUED:
+                if self.store.update_job(jobid, {"state": states.DONE, "endtime": now,
+                                                 "end_reason": "deleted"},
+                                         expect_states=[states.QUEUED]):
+                    self.accounting.write(now, "D", jobid, {"requester": caller.user})
+                    log.info("job deleted", jobid=jobid, by=caller.user, state="queued")
+                    return {"jobid": jobid, "result": "deleted", "user": job["user"]}
+                job = self.store.job(jobid) or job  # it started meanwhile: kill it below
+            if job["state"] in (states.STARTING, states.RUNNING):
+                self.store.update_job(jobid, {"state": states.KILLING},
+                                      expect_states=[states.STARTING, states.RUNNING])
+                self.accounting.write(now, "D", jobid, {"requester": caller.user})
+                log.info("job kill requested", jobid=jobid, by=caller.user)
+                self.system.kill(jobid)
+                return {"jobid": jobid, "result": "killing", "user": job["user"]}
+            return {"jobid": jobid, "result": "ending", "user": job["user"],
+                    "message": f"job {jobid} is already {job['state']}"}
+
+    def queues(self) -> list[dict[str, Any]]:
+        return self.store.queues()
+
+    # ---- the scheduler ----------------------------------------------------------------
+
+    def policy(self, name: str) -> UtilityFunction:
+        if name not in self.policies:
+            self.policies[name] = builtin_policy(name)
+        return self.policies[name]
+
+    def schedulable_jobs(self) -> list[dict[str, Any]]:
+        """Runnable queued jobs of scheduled queues, scored now by their queue's policy."""
+        now = self.clock.now()
+        queues = {q["name"]: q for q in self.store.queues()
+                  if q["state"] in SCHEDULED_QUEUE_STATES}
+        limits = self.limits()
+        by_policy: dict[str, list[_Scored]] = {}
+        for row in self.store.jobs(states=[states.QUEUED]):
+            queue = queues.get(row["queue"])
+            if queue is None or row["user_hold"] or row["admin_hold"] or self._dep_held(row):
+                continue
+            by_policy.setdefault(queue["policy"], []).append(_Scored(
+                row["jobid"], row["nodes"], float(row["walltime"]), now - row["submittime"],
+                row["user"], row["project"], row["queue"], queue["priority"]))
+        ready: list[_Scored] = []
+        for name, jobs in by_policy.items():
+            inputs = PassInputs(now, limits["machine_nodes"], limits["min_block_size"])
+            try:
+                self.policy(name).score_jobs(jobs, inputs)
+            except PolicyError as exc:
+                # One failing policy must not stop the others from being scheduled.
+                if self.policy_errors.get(name) != str(exc):
+                    log.error("utility function failed", policy=name, error=str(exc))
+                self.policy_errors[name] = str(exc)
+                continue
+            ready.extend(j for j in jobs if math.isfinite(j.score))
+        self.store.set_scores({j.jobid: j.score for j in ready})
+        return [{"jobid": j.jobid, "size": j.size, "wall_time": j.wall_time,
+                 "score": j.score, "threshold": j.threshold} for j in ready]
+
+    def start_job(self, jobid: int, location: str) -> bool:
+        """Mark the job starting (committed), launch it, mark it running; False if refused."""
+        with self._lock:
+            if not self.store.update_job(jobid, {"state": states.STARTING, "location": location},
+                                         expect_states=[states.QUEUED]):
+                return False
+            job = self.store.job(jobid)
+            assert job is not None
+            try:
+                self.system.launch(jobid, location, _launch_spec(job))
+            except Exception as exc:
+                self.store.update_job(jobid, {"state": states.QUEUED, "location": None},
+                                      expect_states=[states.STARTING])
+                log.warning("job start refused", jobid=jobid, location=location, error=str(exc))
+                return False
+            now = self.clock.now()
+            self.store.update_job(jobid, {"state": states.RUNNING, "starttime": now},
+                                  expect_states=[states.STARTING])
+        self.accounting.write(now, "S", jobid, {
+            "queue": job["queue"], "user": job["user"], "account": job["project"],
+            "qtime": int(job["submittime"]), "start": int(now), "exec_host": location,
+            "Resource_List.nodect": job["nodes"],
+            "Resource_List.walltime": format_hms(job["walltime"]),
+        })
+        log.info("job started", jobid=jobid, location=location)
+        return True
+
+    def job_ended(self, jobid: int, exit_status: int | None, reason: str, end_time: float) -> bool:
+        """The system reports an end; idempotent, so the system may repeat it after a crash."""
+        with self._lock:
+            job = self.store.job(jobid)
+            if job is None or job["state"] == states.DONE:
+                return True
+            self.store.update_job(jobid, {"state": states.DONE, "endtime": end_time,
+                                          "exit_status": exit_status, "end_reason": reason})
+        start = job["starttime"] or end_time
+        if reason == "walltime":
+            self.accounting.write(end_time, "A", jobid, {"reason": "time_limit"})
+        self.accounting.write(end_time, "E", jobid, {
+            "queue": job["queue"], "user": job["user"], "account": job["project"],
+            "qtime": int(job["submittime"]), "start": int(start), "end": int(end_time),
+            "exec_host": job["location"] or "", "runtime": int(end_time - start),
+            "Exit_status": -1 if exit_status is None else exit_status,
+            "Resource_List.nodect": job["nodes"],
+            "Resource_List.walltime": format_hms(job["walltime"]),
+        })
+        log.info("job ended", jobid=jobid, exit_status=exit_status, reason=reason)
+        self.wake_scheduler()
+        return True
+
+    def reconcile(self) -> None:
+        """After a restart: settle jobs the queue manager left mid-transition.
+
+        starting -> running if the system holds it, else back to queued (it never launched);
+        running/killing that the system does not know -> done with end reason "lost".
+        """
+        for job in self.store.jobs(states=list(states.ACTIVE_STATES)):
+            status = self.system.job_status(job["jobid"])
+            if job["state"] == states.STARTING:
+                if status == "unknown":
+                    self.store.update_job(job["jobid"], {"state": states.QUEUED, "location": None},
+                                          expect_states=[states.STARTING])
+                    log.info("job returned to queue after restart", jobid=job["jobid"])
+                else:
+                    self.store.update_job(job["jobid"], {"state": states.RUNNING,
+                                                         "starttime": self.clock.now()},
+                                          expect_states=[states.STARTING])
+            elif status == "unknown":
+                self.job_ended(job["jobid"], None, "lost", self.clock.now())
+
+    def _dep_held(self, row: Mapping[str, Any]) -> bool:
+        deps = row["dependencies"]
+        if not deps:
+            return False
+        done = {j["jobid"]: j for j in self.store.jobs(jobids=deps, include_done=True)}
+        return not all(d in done and done[d]["state"] == states.DONE
+                       and done[d]["exit_status"] == 0 for d in deps)
+
+
+def _check_restrictions(queue: Mapping[str, Any], user: str, walltime: int) -> None:
+    """Queue restrictions with Cobalt's messages (reference §2.7)."""
+    restrictions = queue["restrictions"] or {}
+    name = queue["name"]
+    if "maxtime" in restrictions and walltime > int(restrictions["maxtime"]):
+        raise SubmissionError(f"Walltime greater than the '{name}' queue max walltime of "
+                              f"{format_hms(int(restrictions['maxtime']))}")
+    if "mintime" in restrictions and walltime < int(restrictions["mintime"]):
+        raise SubmissionError(f"Walltime less than the '{name}' queue min walltime of "
+                              f"{format_hms(int(restrictions['mintime']))}")
+    users = restrictions.get("users")
+    if users and users != "*" and user not in str(users).split(":"):
+        raise SubmissionError(f"You are not allowed to submit to the '{name}' queue")
+
+
+def _launch_spec(job: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("jobid", "uid", "gid", "user", "command", "args", "cwd", "env", "umask",
+            "outputpath", "errorpath", "cobaltlog", "walltime", "nodes")
+    return {key: job[key] for key in keys}

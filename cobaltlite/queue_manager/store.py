@@ -1,0 +1,269 @@
+"""The queue manager's durable state: jobs, queues and the job-id counter, through SQLAlchemy.
+
+SQLite (WAL journal, synchronous=FULL so a commit survives power loss) is the embedded default;
+PostgreSQL is used by URL. Every write is one transaction: a submission is acknowledged only
+after its commit, and a crash at any moment leaves either the whole change or none of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    bindparam,
+    create_engine,
+    event,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Engine
+
+from cobaltlite.queue_manager.states import DONE, QUEUED
+
+metadata = MetaData()
+
+jobs_table = Table(
+    "jobs",
+    metadata,
+    Column("jobid", Integer, primary_key=True, autoincrement=False),
+    Column("jobname", String(256), nullable=False),
+    Column("user", String(64), nullable=False, index=True),
+    Column("uid", Integer, nullable=False),
+    Column("gid", Integer, nullable=False),
+    Column("queue", String(64), nullable=False),
+    Column("state", String(16), nullable=False, index=True),
+    Column("nodes", Integer, nullable=False),
+    Column("walltime", Integer, nullable=False),  # seconds
+    Column("procs", Integer, nullable=False),
+    Column("mode", String(16), nullable=False),
+    Column("project", String(128), nullable=False),
+    Column("command", Text, nullable=False),
+    Column("args", JSON, nullable=False),
+    Column("cwd", Text, nullable=False),
+    Column("env", JSON, nullable=False),
+    Column("umask", Integer, nullable=False),
+    Column("outputpath", Text, nullable=False),
+    Column("errorpath", Text, nullable=False),
+    Column("cobaltlog", Text, nullable=False),
+    Column("submittime", Float, nullable=False),
+    Column("starttime", Float),
+    Column("endtime", Float),
+    Column("location", Text),
+    Column("exit_status", Integer),
+    Column("end_reason", String(32)),
+    Column("score", Float, nullable=False, default=0.0),
+    Column("user_hold", Boolean, nullable=False, default=False),
+    Column("admin_hold", Boolean, nullable=False, default=False),
+    Column("dependencies", JSON, nullable=False),
+    Column("user_list", JSON, nullable=False),
+    Column("attrs", JSON, nullable=False),
+)
+
+queues_table = Table(
+    "queues",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("policy", String(64), nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("restrictions", JSON, nullable=False),
+)
+
+counters_table = Table(
+    "counters",
+    metadata,
+    Column("name", String(32), primary_key=True),
+    Column("value", Integer, nullable=False),
+)
+
+QUEUE_STATES = ("running", "stopped", "draining", "dead")
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; SQLite files get WAL and full durability on every connection."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+class JobStore:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+
+    def init(self, default_queue_state: str = "running", default_policy: str = "default") -> None:
+        """Create the schema if missing, the job-id counter and the `default` queue."""
+        metadata.create_all(self.engine)
+        with self.engine.begin() as conn:
+            if (
+                conn.execute(
+                    select(counters_table.c.value).where(counters_table.c.name == "jobid")
+                ).first()
+                is None
+            ):
+                conn.execute(insert(counters_table).values(name="jobid", value=0))
+            if (
+                conn.execute(
+                    select(queues_table.c.name).where(queues_table.c.name == "default")
+                ).first()
+                is None
+            ):
+                conn.execute(
+                    insert(queues_table).values(
+                        name="default",
+                        state=default_queue_state,
+                        policy=default_policy,
+                        priority=0,
+                        restrictions={},
+                    )
+                )
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ---- jobs -------------------------------------------------------------------------
+
+    def add_job(self, fields: Mapping[str, Any]) -> int:
+        """Insert a job with the next id; return the id once the transaction has committed.
+
+        The id comes from a counter row updated in the same transaction: PostgreSQL locks the
+        row and SQLite the database, so concurrent submissions get distinct, growing ids, and an
+        id is never reused (a rolled-back id was never acknowledged).
+        """
+        with self.engine.begin() as conn:
+            jobid = conn.execute(
+                update(counters_table)
+                .where(counters_table.c.name == "jobid")
+                .values(value=counters_table.c.value + 1)
+                .returning(counters_table.c.value)
+            ).scalar_one()
+            row = dict(fields)
+            row["jobid"] = jobid
+            for key in ("jobname", "outputpath", "errorpath", "cobaltlog"):
+                row[key] = (
+                    row[key].replace("$jobid", str(jobid)).replace("$COBALT_JOBID", str(jobid))
+                )
+            conn.execute(insert(jobs_table).values(**row))
+        return jobid
+
+    def next_jobid(self) -> int:
+        with self.engine.connect() as conn:
+            return (
+                conn.execute(
+                    select(counters_table.c.value).where(counters_table.c.name == "jobid")
+                ).scalar_one()
+                + 1
+            )
+
+    def jobs(
+        self,
+        *,
+        jobids: Iterable[int] | None = None,
+        states: Iterable[str] | None = None,
+        include_done: bool = False,
+    ) -> list[dict[str, Any]]:
+        query = select(jobs_table).order_by(jobs_table.c.jobid)
+        if jobids is not None:
+            query = query.where(jobs_table.c.jobid.in_(list(jobids)))
+        if states is not None:
+            query = query.where(jobs_table.c.state.in_(list(states)))
+        elif not include_done:
+            query = query.where(jobs_table.c.state != DONE)
+        with self.engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(query)]
+
+    def job(self, jobid: int) -> dict[str, Any] | None:
+        found = self.jobs(jobids=[jobid], include_done=True)
+        return found[0] if found else None
+
+    def update_job(
+        self, jobid: int, changes: Mapping[str, Any], *, expect_states: Iterable[str] | None = None
+    ) -> bool:
+        """Change a job; with `expect_states`, only if it is still in one of them.
+
+        The state test is part of the UPDATE, so two components racing on one job cannot both
+        win (for example a qdel and a start).
+        """
+        stmt = update(jobs_table).where(jobs_table.c.jobid == jobid)
+        if expect_states is not None:
+            stmt = stmt.where(jobs_table.c.state.in_(list(expect_states)))
+        with self.engine.begin() as conn:
+            return conn.execute(stmt.values(**changes)).rowcount == 1
+
+    def set_scores(self, scores: Mapping[int, float]) -> None:
+        if not scores:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(jobs_table)
+                .where(jobs_table.c.jobid == bindparam("b_jobid"))
+                .where(jobs_table.c.state == QUEUED)
+                .values(score=bindparam("b_score")),
+                [{"b_jobid": j, "b_score": s} for j, s in scores.items()],
+            )
+
+    # ---- queues -----------------------------------------------------------------------
+
+    def queues(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(queues_table).order_by(queues_table.c.name))
+            return [dict(row._mapping) for row in rows]
+
+    def queue(self, name: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(queues_table).where(queues_table.c.name == name)).first()
+            return dict(row._mapping) if row else None
+
+    def add_queue(
+        self,
+        name: str,
+        *,
+        state: str = "running",
+        policy: str = "default",
+        priority: int = 0,
+        restrictions: Mapping[str, Any] | None = None,
+    ) -> None:
+        if state not in QUEUE_STATES:
+            raise ValueError(f"queue state {state!r}: choose one of {', '.join(QUEUE_STATES)}")
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(queues_table).values(
+                    name=name,
+                    state=state,
+                    policy=policy,
+                    priority=priority,
+                    restrictions=dict(restrictions or {}),
+                )
+            )
+
+    def set_queue(self, name: str, changes: Mapping[str, Any]) -> bool:
+        if "state" in changes and changes["state"] not in QUEUE_STATES:
+            raise ValueError(
+                f"queue state {changes['state']!r}: choose one of {', '.join(QUEUE_STATES)}"
+            )
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(queues_table).where(queues_table.c.name == name).values(**changes)
+            )
+            return result.rowcount == 1

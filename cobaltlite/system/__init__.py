@@ -1,0 +1,1 @@
+"""The system component: live partitions or nodes, placement, and launching jobs."""
