@@ -10,6 +10,7 @@ their status files, which is the reconciliation rule in docs/operator-guide.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -106,10 +107,8 @@ def run(spec_path: Path) -> int:
 
 def _signal_job(pid: int, signum: int) -> None:
     """Signal the job's whole process group (it called setsid), so its children go too."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signum)
-    except ProcessLookupError:
-        pass
 
 
 if __name__ == "__main__":
