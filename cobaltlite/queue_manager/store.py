@@ -191,7 +191,7 @@ class JobStore:
         elif not include_done:
             query = query.where(jobs_table.c.state != DONE)
         with self.engine.connect() as conn:
-            return [dict(row._mapping) for row in conn.execute(query)]
+            return [_plain(row) for row in conn.execute(query)]
 
     def job(self, jobid: int) -> dict[str, Any] | None:
         found = self.jobs(jobids=[jobid], include_done=True)
@@ -228,12 +228,12 @@ class JobStore:
     def queues(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(queues_table).order_by(queues_table.c.name))
-            return [dict(row._mapping) for row in rows]
+            return [_plain(row) for row in rows]
 
     def queue(self, name: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(queues_table).where(queues_table.c.name == name)).first()
-            return dict(row._mapping) if row else None
+            return _plain(row) if row else None
 
     def add_queue(
         self,
@@ -267,3 +267,8 @@ class JobStore:
                 update(queues_table).where(queues_table.c.name == name).values(**changes)
             )
             return result.rowcount == 1
+
+
+def _plain(row: Any) -> dict[str, Any]:
+    """A row as a dict with plain str keys (SQLAlchemy's quoted names do not serialize)."""
+    return {str(key): value for key, value in row._mapping.items()}

@@ -1,0 +1,137 @@
+"""`cobaltlite up | down | status`: start, stop and report one instance's components."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from cobaltlite.config import COMPONENTS, Config, default_state_dir, ensure_layout, load_config
+from cobaltlite.errors import CobaltliteError
+from cobaltlite.rpc.peers import Peer
+from cobaltlite.rpc.secret import create_secret
+
+START_ORDER = ("system", "queue-manager", "scheduler", "metrics-monitor")
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 15.0
+
+
+def _pid(config: Config, component: str) -> int | None:
+    try:
+        pid = int(config.pid_file(component).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return pid
+
+
+def _answers(config: Config, component: str) -> bool:
+    try:
+        return Peer(config, component, timeout=3.0).ping() == component
+    except Exception:
+        return False
+
+
+def up(config: Config, console: Console) -> int:
+    ensure_layout(config)
+    if not config.secret_path.exists():
+        create_secret(config.secret_path)
+    for component in START_ORDER:
+        if _pid(config, component) is not None:
+            console.print(f"{component}: already running")
+            continue
+        log = open(config.log_file(component), "a")  # noqa: SIM115 - handed to the child
+        subprocess.Popen(
+            [sys.executable, "-m", "cobaltlite.daemon", component,
+             "--state-dir", str(config.state_dir)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            close_fds=True)
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT
+        while not _answers(config, component):
+            if time.monotonic() > deadline:
+                console.print(f"[red]{component}: did not answer within {START_TIMEOUT:.0f} s; "
+                              f"see {config.log_file(component)}[/red]")
+                return 1
+            time.sleep(0.1)
+        console.print(f"{component}: started (pid {_pid(config, component)})")
+    return status(config, console)
+
+
+def down(config: Config, console: Console) -> int:
+    failed = False
+    for component in reversed(START_ORDER):
+        pid = _pid(config, component)
+        if pid is None:
+            console.print(f"{component}: not running")
+            continue
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while _pid(config, component) is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _pid(config, component) is not None:
+            console.print(f"[red]{component}: still running after {STOP_TIMEOUT:.0f} s "
+                          f"(pid {pid})[/red]")
+            failed = True
+        else:
+            console.print(f"{component}: stopped")
+    return 1 if failed else 0
+
+
+def status(config: Config, console: Console) -> int:
+    table = Table(title=f"cobaltlite instance {config.state_dir}")
+    for column in ("component", "pid", "answers", "socket"):
+        table.add_column(column)
+    healthy = True
+    for component in START_ORDER:
+        pid = _pid(config, component)
+        answers = pid is not None and _answers(config, component)
+        healthy &= answers
+        table.add_row(component, str(pid or "-"), "yes" if answers else "[red]no[/red]",
+                      str(config.socket(component)))
+    console.print(table)
+    console.print(f"machine: {config.machine}; database: {config.database_url}; "
+                  f"user socket: {config.user_socket}")
+    if healthy:
+        console.print("all components are up; try: qsub -n 1 -t 5 /bin/hostname && qstat")
+    return 0 if healthy else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="cobaltlite",
+        description="Start, stop and report the components of one cobaltlite instance.",
+        epilog="The instance is the state directory: --state-dir, else COBALTLITE_STATE_DIR, "
+        f"else /var/lib/cobaltlite if it exists, else ~/.cobaltlite (now: {default_state_dir()}). "
+        "Each component also runs in the foreground as `python -m cobaltlite.daemon NAME` "
+        "(see etc/systemd/).")
+    parser.add_argument("--state-dir", type=Path, help="the instance's state directory")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="up|down|status")
+    sub.add_parser("up", help=f"start every component ({', '.join(COMPONENTS)}) in the background")
+    sub.add_parser("down", help="stop every component (SIGTERM, then wait)")
+    sub.add_parser("status", help="show which components run and answer")
+    args = parser.parse_args(argv)
+    console = Console()
+    try:
+        config = load_config(args.state_dir)
+        return {"up": up, "down": down, "status": status}[args.command](config, console)
+    except CobaltliteError as exc:
+        Console(stderr=True).print(f"cobaltlite: error: {exc}", markup=False)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""`python -m cobaltlite.daemon COMPONENT --state-dir DIR`: run one component in the foreground.
+
+`cobaltlite up` starts each component this way in the background; a systemd unit runs it
+directly (etc/systemd/). SIGTERM and SIGINT stop it cleanly: the sockets close, the pid file goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from cobaltlite import logs
+from cobaltlite.clock import WallClock
+from cobaltlite.config import COMPONENTS, Config, load_config
+from cobaltlite.rpc.peers import Peer
+from cobaltlite.rpc.secret import read_secret
+from cobaltlite.rpc.transport import (
+    COMPONENT_SOCKET_MODE,
+    USER_SOCKET_MODE,
+    serve,
+    serve_in_thread,
+    shutdown,
+)
+
+log = structlog.get_logger("daemon")
+
+
+def _serve_component(config: Config, name: str, api: object, secret: str):
+    daemon, _uri = serve(api, unix_socket=config.socket(name), socket_mode=COMPONENT_SOCKET_MODE,
+                         object_id=name, secret=secret)
+    serve_in_thread(daemon)
+    return daemon
+
+
+def run_queue_manager(config: Config, stop: threading.Event) -> list:
+    from cobaltlite.accounting import AccountingLog
+    from cobaltlite.queue_manager.api import ComponentAPI, UserAPI
+    from cobaltlite.queue_manager.manager import QueueManager
+    from cobaltlite.queue_manager.store import JobStore
+
+    secret = read_secret(config.secret_path)
+    store = JobStore(config.database_url)
+    store.init(default_policy=config.default_policy)
+    accounting = AccountingLog(config.accounting_log, append=True, line_buffered=True)
+    scheduler = Peer(config, "scheduler", timeout=5.0)
+
+    def wake() -> None:
+        # The scheduler may be down; its own timer catches up when it is back.
+        with contextlib.suppress(Exception):
+            scheduler.wake()
+
+    manager = QueueManager(store, WallClock(), accounting, Peer(config, "system"), wake)
+    try:
+        manager.reconcile()
+    except Exception as exc:  # the system may not be up yet; the next start reconciles
+        log.warning("reconciliation postponed", error=str(exc))
+    daemons = [_serve_component(config, "queue-manager", ComponentAPI(manager), secret)]
+    user, _ = serve(UserAPI(manager, config.admin_group), unix_socket=config.user_socket,
+                    socket_mode=USER_SOCKET_MODE, object_id="queue-manager-user", secret=None,
+                    peer_credentials=True)
+    serve_in_thread(user)
+    daemons.append(user)
+    return daemons
+
+
+def run_system(config: Config, stop: threading.Event) -> list:
+    from cobaltlite.machine.catalog import load_description
+    from cobaltlite.system.api import SystemAPI
+    from cobaltlite.system.service import SystemService
+
+    secret = read_secret(config.secret_path)
+    queue_manager = Peer(config, "queue-manager", timeout=10.0)
+    def report_end(jobid: int, exit_status: int | None, reason: str, end_time: float) -> bool:
+        # Looked up per call: the queue manager may start after the system.
+        return queue_manager.job_ended(jobid, exit_status, reason, end_time)
+
+    service = SystemService(load_description(config.machine), config.state_dir, WallClock(),
+                            report_end, kill_grace=config.kill_grace)
+    daemons = [_serve_component(config, "system", SystemAPI(service), secret)]
+
+    def poll() -> None:
+        while not stop.wait(0.5):
+            service.poll()
+
+    threading.Thread(target=poll, name="system poll", daemon=True).start()
+    return daemons
+
+
+def run_scheduler(config: Config, stop: threading.Event) -> list:
+    from cobaltlite.scheduler.daemon import ComponentAPI, ControlAPI, SchedulerLoop
+    from cobaltlite.scheduler.remote import RemoteSite
+    from cobaltlite.scheduler.scheduler import Backfill
+
+    secret = read_secret(config.secret_path)
+    clock = WallClock()
+
+    def make_site() -> RemoteSite:
+        return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock)
+
+    loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval)
+    daemons = [_serve_component(config, "scheduler", ComponentAPI(loop), secret)]
+    control, _ = serve(ControlAPI(loop, config.admin_group), unix_socket=config.admin_socket,
+                       socket_mode=USER_SOCKET_MODE, object_id="scheduler-control", secret=None,
+                       peer_credentials=True)
+    serve_in_thread(control)
+    daemons.append(control)
+    # A daemon thread: a pass cut short by exit loses nothing, each start is committed by the
+    # queue manager on its own.
+    threading.Thread(target=loop.loop, name="scheduling", daemon=True).start()
+    return daemons
+
+
+def run_metrics_monitor(config: Config, stop: threading.Event) -> list:
+    from cobaltlite.metrics_monitor.monitor import Monitor, MonitorAPI
+
+    secret = read_secret(config.secret_path)
+    monitor = Monitor(Peer(config, "queue-manager"), Peer(config, "system"), WallClock())
+    daemons = [_serve_component(config, "metrics-monitor", MonitorAPI(monitor), secret)]
+
+    def sample() -> None:
+        while not stop.wait(config.metrics_interval):
+            try:
+                monitor.sample()
+            except Exception as exc:  # a peer down: keep sampling when it is back
+                log.warning("metrics sample failed", error=str(exc))
+
+    threading.Thread(target=sample, name="sampling", daemon=True).start()
+    return daemons
+
+
+RUNNERS: dict[str, Callable[[Config, threading.Event], list]] = {
+    "queue-manager": run_queue_manager,
+    "system": run_system,
+    "scheduler": run_scheduler,
+    "metrics-monitor": run_metrics_monitor,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cobaltlite-daemon", description=__doc__.splitlines()[0])
+    parser.add_argument("component", choices=COMPONENTS)
+    parser.add_argument("--state-dir", type=Path, help="the instance's state directory")
+    parser.add_argument("--log-to-terminal", action="store_true",
+                        help="readable key=value lines on stderr instead of the JSON log file")
+    args = parser.parse_args(argv)
+    config = load_config(args.state_dir)
+    logs.configure(args.component, None if args.log_to_terminal else
+                   config.log_file(args.component))
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    pid_file = config.pid_file(args.component)
+    try:
+        daemons = RUNNERS[args.component](config, stop)
+    except Exception as exc:
+        log.error("component failed to start", error=str(exc))
+        print(f"cobaltlite {args.component}: cannot start: {exc}", file=sys.stderr)
+        return 1
+    pid_file.write_text(f"{os.getpid()}\n")
+    log.info("component started", pid=os.getpid(), state_dir=str(config.state_dir))
+    stop.wait()
+    for daemon in daemons:
+        shutdown(daemon)
+    pid_file.unlink(missing_ok=True)
+    log.info("component stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The metrics monitor: samples the live system and serves the samples."""

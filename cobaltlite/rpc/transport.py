@@ -1,0 +1,315 @@
+"""Pyro5 daemons and proxies for every cobaltlite component and user command.
+
+Who is trusted, and how
+-----------------------
+* Components prove themselves with the shared secret (cobaltlite.rpc.secret): the client sends it as
+  Pyro5's handshake data and the daemon compares it in constant time before any method can be
+  called. A daemon that does not identify callers by the kernel must have a secret, so a component
+  is never reachable without it. TCP is accepted on loopback only, because the secret travels in
+  clear (TLS between hosts is not implemented here).
+* Users are identified by the kernel, never by the client. User commands connect to a Unix socket
+  served with `peer_credentials=True`; inside a method the server calls `caller_credentials()`,
+  which reads SO_PEERCRED from that connection: the pid, uid and gid the kernel recorded when the
+  client connected. Clients never send a user name, and no remote method may take one as proof of
+  who is calling. `caller_is_admin()` builds on the same uid.
+
+Errors across the wire
+----------------------
+Pyro5 rebuilds only builtin exceptions on the client; any other class arrives as a SerializeError
+that hides the message. Remote methods must therefore raise ValueError, PermissionError,
+LookupError or RuntimeError with a message a user can act on. As a safety net, every
+cobaltlite.errors.CobaltliteError raised in a daemon of this process is sent as its nearest builtin
+base class (SecurityError as PermissionError, the others as RuntimeError) with its message.
+
+Timeouts
+--------
+A new connection has HANDSHAKE_TIMEOUT seconds to complete the handshake, so silent clients cannot
+pin Pyro5's worker threads. After the handshake a connection may stay idle for `idle_timeout`
+seconds (None: for ever, which suits components that keep one proxy open; user sockets should set
+a limit). Proxies wait `timeout` seconds for each reply.
+
+Socket files
+------------
+The directory holding a socket must be writable only by the daemon's account: the mode is set by
+path after bind(), and a socket left by a dead daemon is removed by path. Two daemons started on
+the same path at the same instant are not arbitrated; the service manager must start one.
+"""
+
+import grp
+import hmac
+import ipaddress
+import os
+import pwd
+import socket
+import stat
+import struct
+import threading
+from pathlib import Path
+from typing import Any
+
+import Pyro5.api
+import Pyro5.server
+import structlog
+from Pyro5.callcontext import current_context
+from Pyro5.serializers import SerializerBase
+from Pyro5.socketutil import SocketConnection
+
+from cobaltlite.errors import CobaltliteError, InputError
+from cobaltlite.rpc.errors import SecurityError
+from cobaltlite.rpc.secret import MIN_SECRET_CHARS
+
+log = structlog.get_logger(__name__)
+
+HANDSHAKE_TIMEOUT = 5.0
+# Socket file modes: components talk among themselves only; every user may reach the user socket.
+COMPONENT_SOCKET_MODE = 0o600
+USER_SOCKET_MODE = 0o666
+# Probing an existing socket file: a live daemon answers connect() at once.
+_PROBE_TIMEOUT = 1.0
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+class SecureDaemon(Pyro5.server.Daemon):
+    """A Pyro5 daemon that checks the shared secret in the handshake and bounds idle connections."""
+
+    def __init__(
+        self,
+        *,
+        secret: str | None,
+        idle_timeout: float | None,
+        host: str | None = None,
+        port: int = 0,
+        unixsocket: str | None = None,
+    ) -> None:
+        self._secret = None if secret is None else secret.encode()
+        self._idle_timeout = idle_timeout
+        super().__init__(host=host, port=port, unixsocket=unixsocket)
+
+    def _handshake(self, conn: SocketConnection, denied_reason: str | None = None) -> bool:
+        # Pyro5's own hook for the handshake (it has no public one that runs before the handshake
+        # is read); without a timeout here a client that connects and says nothing holds a worker.
+        conn.sock.settimeout(HANDSHAKE_TIMEOUT)
+        return super()._handshake(conn, denied_reason)
+
+    def validateHandshake(self, conn: SocketConnection, data: Any) -> str:
+        if self._secret is not None:
+            offered = data.encode() if isinstance(data, str) else b""
+            if not hmac.compare_digest(offered, self._secret):
+                log.warning(
+                    "rpc.handshake_refused", daemon=self.locationStr, peer=_describe_peer(conn)
+                )
+                # Pyro5 sends this message to the client in its "connection rejected" error.
+                raise PermissionError("component secret refused")
+        conn.sock.settimeout(self._idle_timeout)
+        return "ok"
+
+
+def serve(
+    obj: object,
+    *,
+    unix_socket: Path | None = None,
+    socket_mode: int = COMPONENT_SOCKET_MODE,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    object_id: str,
+    secret: str | None,
+    peer_credentials: bool = False,
+    idle_timeout: float | None = None,
+) -> tuple[SecureDaemon, Pyro5.api.URI]:
+    """Create a daemon serving `obj` as `object_id`; return it and the URI clients connect to.
+
+    With `unix_socket` the daemon listens on that path and the socket file gets `socket_mode`
+    (COMPONENT_SOCKET_MODE or USER_SOCKET_MODE); a socket file left by a dead daemon is removed,
+    but a live daemon's socket is never taken over. Otherwise it listens on the loopback `host`
+    and `port` (0: any free port).
+
+    `secret`: when given, only clients whose handshake carries it may call. It may be None only
+    with `peer_credentials=True`, which marks a user-command daemon whose callers are identified
+    by the kernel (see caller_credentials) and therefore needs a Unix socket.
+
+    The daemon does not serve until its request loop runs (serve_in_thread, or requestLoop).
+    """
+    if peer_credentials and unix_socket is None:
+        raise ValueError("peer credentials are only available on a Unix socket; give unix_socket")
+    if secret is None and not peer_credentials:
+        raise ValueError(
+            "a daemon needs a secret unless it identifies callers by their Unix socket "
+            "credentials (peer_credentials=True)"
+        )
+    if secret is not None and len(secret) < MIN_SECRET_CHARS:
+        raise ValueError(f"the secret must have at least {MIN_SECRET_CHARS} characters")
+    if unix_socket is None:
+        _require_loopback(host)
+        daemon = SecureDaemon(secret=secret, idle_timeout=idle_timeout, host=host, port=port)
+    else:
+        unix_socket = Path(unix_socket)
+        _remove_stale_socket(unix_socket)
+        daemon = SecureDaemon(secret=secret, idle_timeout=idle_timeout, unixsocket=str(unix_socket))
+    try:
+        if unix_socket is not None:
+            # bind() applied the umask; set the mode the caller asked for.
+            os.chmod(unix_socket, socket_mode)
+        uri = daemon.register(obj, objectId=object_id)
+    except BaseException:
+        daemon.close()
+        raise
+    return daemon, uri
+
+
+def serve_in_thread(daemon: SecureDaemon) -> threading.Thread:
+    """Run the daemon's request loop in a background thread (which dies with the process)."""
+    thread = threading.Thread(
+        target=daemon.requestLoop, name=f"rpc {daemon.locationStr}", daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def shutdown(daemon: SecureDaemon) -> None:
+    """Stop the request loop, close every connection and remove the daemon's Unix socket file.
+
+    Safe to call twice, and on a daemon whose loop never ran.
+    """
+    daemon.shutdown()
+
+
+def connect(
+    uri: str | Pyro5.api.URI, *, secret: str | None = None, timeout: float = 10.0
+) -> Pyro5.api.Proxy:
+    """Return a proxy for `uri` that offers `secret` in the handshake and waits `timeout` s a reply.
+
+    The connection is made on the first call. A daemon that refuses the secret makes that call
+    raise Pyro5.errors.CommunicationError("... rejected: component secret refused"). Pyro5 proxies
+    belong to the thread that created them; use one per thread.
+    """
+    proxy = Pyro5.api.Proxy(uri)
+    # Pinned so a PYRO_SERIALIZER environment variable cannot change what goes on the wire.
+    proxy._pyroSerializer = "serpent"
+    proxy._pyroTimeout = timeout
+    if secret is not None:
+        proxy._pyroHandshake = secret
+    return proxy
+
+
+def caller_credentials() -> tuple[int, int, int]:
+    """Return (pid, uid, gid) of the process on the other end of the current remote call.
+
+    Call it inside an exposed method. The values come from the kernel (SO_PEERCRED, recorded when
+    the client connected), never from anything the client sent; this is the only caller identity a
+    cobaltlite server trusts. Raises SecurityError outside a remote call or when the call did not
+    come over a Unix socket.
+    """
+    conn = current_context.client
+    if conn is None:
+        raise SecurityError("caller identity requested outside a remote call")
+    return _peer_credentials(conn.sock)
+
+
+def caller_is_admin(admin_group: str | None) -> bool:
+    """Whether the caller of the current remote call may use admin operations (see uid_is_admin)."""
+    return uid_is_admin(caller_credentials()[1], admin_group)
+
+
+def uid_is_admin(uid: int, admin_group: str | None) -> bool:
+    """Whether `uid` is an administrator: root, the account this daemon runs as, or a member of
+    `admin_group` (as primary group or supplementary member, per the passwd and group databases).
+
+    The daemon's own account counts because a daemon run unprivileged by a service account is
+    administered by that account, which can already read its secret, database and socket.
+    A configured `admin_group` that does not exist raises LookupError: fail closed, but loudly.
+    """
+    if uid in (0, os.geteuid()):
+        return True
+    if admin_group is None:
+        return False
+    try:
+        group = grp.getgrnam(admin_group)
+    except KeyError:
+        raise LookupError(f"admin group {admin_group!r} does not exist on this host") from None
+    try:
+        user = pwd.getpwuid(uid)
+    except KeyError:
+        return False  # no account, so no group membership either
+    return user.pw_gid == group.gr_gid or user.pw_name in group.gr_mem
+
+
+def _require_loopback(host: str) -> None:
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise ValueError(
+            f"refusing to listen on {host}: the secret would cross the network in clear; "
+            "use a loopback address or a Unix socket (TLS is not supported yet)"
+        )
+
+
+def _remove_stale_socket(path: Path) -> None:
+    """Remove a socket file whose daemon is gone; refuse if a daemon still answers on it."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise InputError(f"{path} exists and is not a socket; refusing to replace it")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(_PROBE_TIMEOUT)
+        try:
+            probe.connect(str(path))
+        except ConnectionRefusedError:
+            # Nobody listens: the file was left behind by a daemon that died.
+            path.unlink(missing_ok=True)
+            return
+        except OSError as exc:
+            raise InputError(f"cannot tell whether a daemon serves on {path}: {exc}") from None
+    raise InputError(f"a daemon is already serving on {path}; stop it before starting another")
+
+
+def _peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    if sock.family != socket.AF_UNIX:
+        raise SecurityError(
+            "caller identity is only known for calls over a Unix socket; this call came over "
+            f"{socket.AddressFamily(sock.family).name}"
+        )
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    except OSError as exc:
+        raise SecurityError(f"cannot read the caller's credentials: {exc.strerror}") from None
+    pid, uid, gid = _PEERCRED.unpack(raw)
+    return pid, uid, gid
+
+
+def _describe_peer(conn: SocketConnection) -> str:
+    # For the refusal log: on a Unix socket the kernel says who tried, on TCP the address does.
+    try:
+        if conn.sock.family == socket.AF_UNIX:
+            pid, uid, _ = _peer_credentials(conn.sock)
+            return f"pid {pid} uid {uid}"
+        host, port = conn.sock.getpeername()[:2]
+    except OSError:  # includes SecurityError; a peer that already left is not worth failing for
+        return "unknown"
+    return f"{host}:{port}"
+
+
+def _as_builtin_exception(exc: CobaltliteError) -> dict[str, Any]:
+    builtin = next(
+        (
+            cls
+            for cls in type(exc).__mro__
+            if cls.__module__ == "builtins" and issubclass(cls, Exception) and cls is not Exception
+        ),
+        RuntimeError,
+    )
+    # The shape Pyro5's serializers give exceptions, naming a class every client can rebuild.
+    return {
+        "__class__": f"builtins.{builtin.__name__}",
+        "__exception__": True,
+        "args": (str(exc),),
+        "attributes": {"_pyroTraceback": getattr(exc, "_pyroTraceback", None)},
+    }
+
+
+# Registered on import: both serve() and connect() live here, so every process that runs a daemon
+# has the translation in place before its first reply.
+SerializerBase.register_class_to_dict(CobaltliteError, _as_builtin_exception)
