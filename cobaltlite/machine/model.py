@@ -11,7 +11,7 @@ from typing import Protocol
 
 
 class FailureChance(Protocol):
-    """Pluggable source of P_f (seed 003 §IV-B): the chance that `location` fails in [start, end)."""
+    """Pluggable source of P_f (seed 003 §IV-B): chance that `location` fails in [start, end)."""
 
     def chance(self, location: str, start: float, end: float) -> float: ...
 

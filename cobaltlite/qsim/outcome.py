@@ -14,7 +14,7 @@ class JobOutcome:
     start_time: float
     end_time: float
     nodes: int            # nodes the job asked for
-    allocated_nodes: int  # nodes it held: the size of its block on Blue Gene/P, = nodes on a cluster
+    allocated_nodes: int  # nodes held: its block size on Blue Gene/P, = nodes on a cluster
     requested_time: float
     location: str
     killed: bool          # ended by the wall-time limit rather than by itself
