@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cobaltlite.errors import CobaltliteError
 from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, builtin_policy
-from cobaltlite.qsim.metrics import print_metrics
+from cobaltlite.qsim.metrics import compare_metrics, metrics_markdown, print_metrics
 from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, replay
 from cobaltlite.scheduler.scheduler import Backfill
 
@@ -116,8 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--policy",
         default="fcfs",
-        metavar="NAME",
-        help=f"utility function ranking the queue: {', '.join(BUILTIN_FUNCTIONS)} (default: fcfs)",
+        metavar="NAME[,NAME...]",
+        help=f"utility function ranking the queue: {', '.join(BUILTIN_FUNCTIONS)} "
+        "(default: fcfs); several names separated by commas replay the trace once per policy "
+        "and print the runs side by side",
     )
     parser.add_argument(
         "--policy-param",
@@ -180,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, metavar="DIR", help="write DIR/accounting.log and DIR/summary.json"
     )
     parser.add_argument(
+        "--markdown", action="store_true",
+        help="print the metrics as a Markdown table (for reports and docs)",
+    )
+    parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress bar and no timing line"
     )
     return parser
@@ -206,53 +212,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     err = Console(stderr=True)
+    names = [name.strip() for name in args.policy.split(",") if name.strip()]
+    reports = []
     try:
-        policy = builtin_policy(args.policy, dict(args.policy_param))
-        settings = ReplaySettings(
-            trace=args.trace,
-            machine=args.machine,
-            policy=policy,
-            backfill=Backfill(args.backfill),
-            trace_format=args.trace_format,
-            schedulable=args.schedulable,
-            processors_per_node=args.procs_per_node,
-            estimate=args.estimate,
-            start=args.start,
-            end=args.end,
-            arrival_scale=args.arrival_scale,
-            lenient=args.lenient,
-            slowdown_bound=args.slowdown_bound,
-            out=args.out,
-        )
-        began = time.perf_counter()
-        if args.quiet or not err.is_terminal:
-            report = replay(settings)
-        else:
-            progress, factory = _progress_factory(err)
-            with progress:
-                report = replay(settings, factory)
-        elapsed = time.perf_counter() - began
+        policies = [builtin_policy(name, dict(args.policy_param)) for name in names]
+        for policy in policies:
+            out = args.out / policy.name if args.out and len(policies) > 1 else args.out
+            settings = ReplaySettings(
+                trace=args.trace, machine=args.machine, policy=policy,
+                backfill=Backfill(args.backfill), trace_format=args.trace_format,
+                schedulable=args.schedulable, processors_per_node=args.procs_per_node,
+                estimate=args.estimate, start=args.start, end=args.end,
+                arrival_scale=args.arrival_scale, lenient=args.lenient,
+                slowdown_bound=args.slowdown_bound, out=out,
+            )
+            began = time.perf_counter()
+            if args.quiet or not err.is_terminal:
+                report = replay(settings)
+            else:
+                progress, factory = _progress_factory(err)
+                with progress:
+                    report = replay(settings, factory)
+            reports.append((report, time.perf_counter() - began))
     except CobaltliteError as exc:
         err.print(f"qsim: error: {exc}", markup=False, highlight=False)
         return 1
-    print_metrics(
-        report.metrics,
-        title=f"{settings.trace.name} on {settings.machine}, "
-        f"{policy.name}, {settings.backfill} backfilling",
-    )
-    for label, items in (
-        ("trace lines skipped", report.trace_skipped),
-        ("jobs that fit nowhere", report.result.skipped),
-    ):
+    first = reports[0][0]
+    for label, items in (("trace lines skipped", first.trace_skipped),
+                         ("jobs that fit nowhere", first.result.skipped)):
         if items:
             err.print(f"qsim: {len(items)} {label}; first: {items[0]}", markup=False)
+    named = [(r.settings.policy.name, r.metrics) for r, _ in reports]
+    title = (f"{args.trace.name} on {args.machine}, {args.backfill} backfilling")
+    if args.markdown:
+        print(metrics_markdown(named))
+    elif len(reports) > 1:
+        Console().print(compare_metrics(named))
+    else:
+        print_metrics(first.metrics, title=f"{title}, {first.settings.policy.name}")
     if not args.quiet:
-        jobs = len(report.result.outcomes)
-        err.print(
-            f"qsim: {jobs} jobs in {elapsed:.2f} s ({jobs / max(elapsed, 1e-9):,.0f} jobs/s)",
-            markup=False,
-            highlight=False,
-        )
+        for report, elapsed in reports:
+            jobs = len(report.result.outcomes)
+            err.print(f"qsim: {report.settings.policy.name}: {jobs} jobs in {elapsed:.2f} s "
+                      f"({jobs / max(elapsed, 1e-9):,.0f} jobs/s)", markup=False, highlight=False)
     return 0
 
 
