@@ -42,6 +42,7 @@ class Config:
     metrics_interval: float = 30.0
     kill_grace: float = 10.0
     default_policy: str = "default"
+    scheduler_clock: str = "wall"  # "queue-manager": read the time from the queue manager (Qsim)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -92,6 +93,7 @@ backfill: easy             # easy | conservative | none
 metrics_interval: 30       # seconds between metrics samples
 kill_grace: 10             # seconds between SIGTERM and SIGKILL for a killed job
 default_policy: default    # utility function of new queues
+scheduler_clock: wall      # wall | queue-manager (a scheduler driven by Qsim over RPC)
 """
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import structlog
 
 from cobaltlite import logs
-from cobaltlite.clock import WallClock
+from cobaltlite.clock import Clock, WallClock
 from cobaltlite.config import COMPONENTS, Config, load_config
+from cobaltlite.errors import InputError
 from cobaltlite.rpc.peers import Peer
 from cobaltlite.rpc.secret import read_secret
 from cobaltlite.rpc.transport import (
@@ -100,7 +101,12 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
     from cobaltlite.scheduler.scheduler import Backfill
 
     secret = read_secret(config.secret_path)
-    clock = WallClock()
+    clock: Clock = WallClock()
+    if config.scheduler_clock == "queue-manager":
+        clock = PeerClock(Peer(config, "queue-manager"))
+    elif config.scheduler_clock != "wall":
+        raise InputError(f"{config.config_path}: scheduler_clock {config.scheduler_clock!r}: "
+                         "choose wall or queue-manager")
 
     def make_site() -> RemoteSite:
         return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock)
@@ -116,6 +122,16 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
     # queue manager on its own.
     threading.Thread(target=loop.loop, name="scheduling", daemon=True).start()
     return daemons
+
+
+class PeerClock:
+    """The time as a peer tells it: a scheduler driven by Qsim lives on Qsim's virtual clock."""
+
+    def __init__(self, peer: Peer) -> None:
+        self._peer = peer
+
+    def now(self) -> float:
+        return self._peer.now()
 
 
 def run_metrics_monitor(config: Config, stop: threading.Event) -> list:

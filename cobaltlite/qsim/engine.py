@@ -76,7 +76,10 @@ class Qsim:
         policy: UtilityFunction,
         backfill: Backfill = Backfill.EASY,
         observer: ReplayObserver | None = None,
+        pass_runner: Callable[[], object] | None = None,
     ) -> None:
+        """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
+        RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`."""
         self._machine = machine
         self.policy = policy
         self.observer = observer or ReplayObserver()
@@ -110,6 +113,7 @@ class Qsim:
             now=0.0, machine_size=machine.total_nodes, n_s=machine.min_block_size
         )
         self.scheduler = Scheduler(self, self, self.clock, backfill)
+        self._run_pass = pass_runner or self.scheduler.iterate
 
     # ---- the queue-manager interface ---------------------------------------------------
 
@@ -141,6 +145,11 @@ class Qsim:
     def machine(self) -> Machine:
         return self._machine
 
+    def allocations(self) -> list[dict[str, float | int | str]]:
+        return [{"jobid": job.jobid, "location": job.location,
+                 "expected_end": job.start_time + job.wall_time}
+                for job in sorted(self._running.values(), key=lambda j: j.jobid)]
+
     # ---- the event loop ----------------------------------------------------------------
 
     def run(
@@ -149,7 +158,7 @@ class Qsim:
         """Replay to the end; `progress(jobs_finished)` is called every `progress_every` events."""
         pending, ends, queue = self._pending, self._ends, self._queue
         machine, clock, observer = self._machine, self.clock, self.observer
-        iterate = self.scheduler.iterate
+        iterate = self._run_pass
         samples: list[CapacitySample] = []
         total, next_i, passes, events = len(pending), 0, 0, 0
         inf = float("inf")

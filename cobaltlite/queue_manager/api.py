@@ -66,6 +66,9 @@ class ComponentAPI:
     def ping(self) -> str:
         return "queue-manager"
 
+    def now(self) -> float:
+        return self._qm.clock.now()
+
     def schedulable_jobs(self) -> list[dict[str, Any]]:
         return self._qm.schedulable_jobs()
 

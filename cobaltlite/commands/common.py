@@ -1,0 +1,225 @@
+"""What qsub, qstat and qdel share: option parsing, exit codes, time specs, tables, the connection.
+
+Exit codes follow Cobalt (reference §3.0): 0 success, 1 a validation or server error, 2 a usage
+error (an unknown option or a malformed option value, as argparse reports it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn, Protocol
+
+import Pyro5.errors
+
+from cobaltlite.config import load_config
+from cobaltlite.errors import CobaltliteError
+from cobaltlite.rpc.transport import connect
+
+Row = dict[str, Any]
+
+
+class CommandError(Exception):
+    """A failure reported as `<prog>: <message>` on stderr, exit status 1."""
+
+
+class UsageError(Exception):
+    """A command line argparse rejects; reported with the usage text, exit status 2."""
+
+    def __init__(self, message: str, usage: str) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class ParserExit(Exception):
+    """argparse finished the command by itself (`--help`)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser that raises instead of exiting, so `main()` returns its exit code.
+
+    Cobalt's `-h` means "held" in qsub, so commands build it with add_help=False and declare
+    `--help` themselves (see `add_help_option`).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.format_usage())
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            sys.stderr.write(message)
+        raise ParserExit(status)
+
+
+def add_help_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--help", action="help", help="show this help and exit")
+
+
+def print_error(prog: str, message: str) -> None:
+    print(f"{prog}: {message}", file=sys.stderr)
+
+
+def run_command(prog: str, body: Callable[[], int]) -> int:
+    """Run a command body; turn the failures every command shares into messages and exit codes."""
+    try:
+        return body()
+    except ParserExit as exc:
+        return exc.status
+    except UsageError as exc:
+        sys.stderr.write(exc.usage)
+        print_error(prog, f"error: {exc}")
+        return 2
+    except CommandError as exc:
+        print_error(prog, str(exc))
+        return 1
+
+
+# ---- time specifications ---------------------------------------------------------------------
+
+_TIME_UNITS = {
+    1: ("minutes",),
+    2: ("hours", "minutes"),
+    3: ("hours", "minutes", "seconds"),
+    4: ("days", "hours", "minutes", "seconds"),
+}
+_UNIT_SECONDS = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def parse_time(spec: str) -> int:
+    """Cobalt's `M`, `HH:MM`, `HH:MM:SS` or `DD:HH:MM:SS` as seconds.
+
+    Unlike Cobalt (`Util.get_time`), seconds are kept: `00:00:59` is 59 s, not 0 (= "queue
+    maximum"), reference §10 item 10. The leading unit is unbounded; the others must be within
+    their range. Raises CommandError("invalid time specification: ...").
+    """
+    parts = spec.split(":")
+    units = _TIME_UNITS.get(len(parts))
+    if units is None:
+        raise CommandError("invalid time specification: time may be specified as minutes, "
+                           "HH:MM, HH:MM:SS, or DD:HH:MM:SS")
+    total = 0
+    for position, (unit, text) in enumerate(zip(units, parts, strict=True)):
+        if not _DIGITS.fullmatch(text):
+            raise CommandError(f"invalid time specification: illegal value '{text}' for {unit}")
+        value = int(text)
+        limit = 23 if unit == "hours" else 59
+        if position > 0 and value > limit:
+            raise CommandError(f"invalid time specification: {unit} value '{text}' outside "
+                               f"range [0, {limit}]")
+        total += value * _UNIT_SECONDS[unit]
+    return total
+
+
+# ---- output ----------------------------------------------------------------------------------
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Cobalt's `print_tabular` (reference §3.2) as lines.
+
+    Every cell is left-justified to its column's width and followed by two spaces (so lines end
+    in two blanks, as Cobalt's did); under the header a line of `=` as wide as all the columns.
+    """
+    widths = [max(len(str(line[i])) for line in (header, *rows)) for i in range(len(header))]
+    lines = ["".join(f"{cell!s:<{w}}  " for cell, w in zip(header, widths, strict=True))]
+    lines.append("=" * (sum(widths) + 2 * len(widths)))
+    lines.extend("".join(f"{cell!s:<{w}}  " for cell, w in zip(row, widths, strict=True))
+                 for row in rows)
+    return lines
+
+
+def format_vertical(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Cobalt's `print_vertical`: per row `First: value`, then indented `Name : value` lines."""
+    width = max(len(name) for name in header) + 1
+    lines: list[str] = []
+    for row in rows:
+        lines.append(f"{header[0]}: {row[0]}")
+        lines.extend(f"    {name:<{width}}: {value}"
+                     for name, value in zip(header[1:], row[1:], strict=True))
+        lines.append("")
+    return lines
+
+
+def print_lines(lines: Sequence[str]) -> None:
+    for line in lines:
+        print(line)
+
+
+# ---- the queue manager -------------------------------------------------------------------------
+
+
+class QueueManagerAPI(Protocol):
+    """The queue manager's user API as the commands use it (cobaltlite.queue_manager.api)."""
+
+    def submit(self, spec: dict[str, Any]) -> int: ...
+
+    def jobs(self, jobids: list[int] | None = None) -> list[Row]: ...
+
+    def delete(self, jobids: list[int]) -> list[Row]: ...
+
+    def queues(self) -> list[Row]: ...
+
+    def limits(self) -> dict[str, Any]: ...
+
+
+class QueueManagerClient:
+    """The user API over the user socket; every failure becomes a CommandError with its reason.
+
+    No identity is sent: the server asks the kernel who is on the other end of the socket.
+    """
+
+    def __init__(self, proxy: Any, socket_path: str, instance: str) -> None:
+        self._proxy = proxy
+        self._socket_path = socket_path
+        self._instance = instance
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self._proxy, method)(*args)
+        except Pyro5.errors.CommunicationError as exc:
+            raise CommandError(
+                f"cannot reach the queue manager at {self._socket_path}: {exc} "
+                f"(is `cobaltlite up` running? {self._instance})") from None
+        # The server's refusals arrive as these builtins with a message meant for the user.
+        except (ValueError, PermissionError, LookupError, RuntimeError) as exc:
+            raise CommandError(str(exc)) from None
+        except Pyro5.errors.PyroError as exc:
+            raise CommandError(f"queue manager error: {exc}") from None
+
+    def submit(self, spec: dict[str, Any]) -> int:
+        return int(self._call("submit", spec))
+
+    def jobs(self, jobids: list[int] | None = None) -> list[Row]:
+        return list(self._call("jobs", jobids))
+
+    def delete(self, jobids: list[int]) -> list[Row]:
+        return list(self._call("delete", jobids))
+
+    def queues(self) -> list[Row]:
+        return list(self._call("queues"))
+
+    def limits(self) -> dict[str, Any]:
+        return dict(self._call("limits"))
+
+
+@contextmanager
+def connect_queue_manager() -> Iterator[QueueManagerClient]:
+    """The queue manager of this instance (found through COBALTLITE_STATE_DIR, see config)."""
+    try:
+        config = load_config()
+    except CobaltliteError as exc:
+        raise CommandError(str(exc)) from None
+    socket_path = config.user_socket
+    state_dir = os.environ.get("COBALTLITE_STATE_DIR")
+    instance = (f"COBALTLITE_STATE_DIR={state_dir}" if state_dir
+                else f"COBALTLITE_STATE_DIR is unset, so {config.state_dir} is used")
+    with connect(f"PYRO:queue-manager-user@./u:{socket_path}") as proxy:
+        yield QueueManagerClient(proxy, str(socket_path), instance)

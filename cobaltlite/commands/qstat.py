@@ -1,0 +1,359 @@
+"""qstat: show jobs or queues (Cobalt's qstat, reference §3.2).
+
+The formatting works on plain rows (the dicts the queue manager's user API returns) and an
+explicit `now`, so it is tested without a server. Column names are matched case-insensitively
+and printed as the user spelled them, as in Cobalt.
+
+Header choice, first match wins: --header; -f -l (the long list); -f ($QSTAT_HEADER_FULL, else
+the full header); $QSTAT_HEADER; the default header. Cobalt let -f override --header; here the
+explicit option wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cobaltlite.accounting import format_hms
+from cobaltlite.commands.common import (
+    CommandError,
+    CommandParser,
+    QueueManagerAPI,
+    Row,
+    add_help_option,
+    connect_queue_manager,
+    format_table,
+    format_vertical,
+    print_error,
+    print_lines,
+    run_command,
+)
+
+PROG = "qstat"
+
+DEFAULT_HEADER = ("JobID", "User", "WallTime", "Nodes", "State", "Location")
+FULL_HEADER = ("JobID", "JobName", "User", "WallTime", "QueuedTime", "RunTime", "TimeRemaining",
+               "Nodes", "State", "Location", "Mode", "Procs", "Preemptable", "Queue",
+               "StartTime", "Index")
+# Cobalt's long list without its Blue Gene fields (kernels, geometry, ...), plus what a job
+# that has ended can tell.
+LONG_HEADER = (*FULL_HEADER[:13], "User_Hold", "Admin_Hold", *FULL_HEADER[13:],
+               "SubmitTime", "Path", "OutputDir", "ErrorPath", "OutputPath", "CobaltLog", "Envs",
+               "Command", "Args", "Project", "Dependencies", "S", "Notify", "Score", "attrs",
+               "user_list", "EndTime", "ExitStatus")
+QUEUE_HEADER = ("Name", "Users", "Groups", "MinTime", "MaxTime", "MaxRunning", "MaxQueued",
+                "MaxUserNodes", "MaxNodeHours", "TotalNodes", "State")
+
+MISSING = "-"
+TIME_FORMAT = "%a %b %d %H:%M:%S %Y %z (%Z)"
+
+
+# ---- values ------------------------------------------------------------------------------------
+
+
+def format_score(score: float) -> str:
+    """Cobalt's score display: `%5.1f`, scaled down by thousands with a K, M or G suffix."""
+    for suffix in ("", "K", "M"):
+        if abs(score) < 1000:
+            return f"{score:5.1f}{suffix}"
+        score /= 1000
+    return f"{score:5.1f}G"
+
+
+def format_timestamp(when: float) -> str:
+    return time.strftime(TIME_FORMAT, time.localtime(when))
+
+
+def _queued_seconds(row: Row, now: float) -> float:
+    end = row.get("starttime") or row.get("endtime") or now
+    return max(0.0, end - row["submittime"])
+
+
+def _run_seconds(row: Row, now: float) -> float | None:
+    start = row.get("starttime")
+    if start is None:
+        return None
+    return max(0.0, (row.get("endtime") or now) - start)
+
+
+def _remaining_seconds(row: Row, now: float) -> float | None:
+    start = row.get("starttime")
+    if start is None or row.get("endtime") is not None:
+        return None
+    return max(0.0, row["walltime"] - (now - start))
+
+
+def _joined(separator: str) -> Callable[[Any], str]:
+    def show(values: Any) -> str:
+        if isinstance(values, Mapping):
+            values = [f"{key}={value}" for key, value in values.items()]
+        return separator.join(str(v) for v in values) or MISSING
+    return show
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: `value` gives the raw, sortable value and `show` its text.
+
+    A None value is shown as `absent` when the column has one (RunTime's N/A), else as the
+    table's placeholder for missing values.
+    """
+
+    value: Callable[[Row, float], Any]
+    show: Callable[[Any], str] = str
+    absent: str | None = None
+
+    def text(self, row: Row, now: float, missing: str) -> str:
+        value = self.value(row, now)
+        if value is None:
+            return missing if self.absent is None else self.absent
+        return self.show(value)
+
+
+def _field(name: str, show: Callable[[Any], str] = str) -> Column:
+    return Column(lambda row, _now: row.get(name), show)
+
+
+JOB_COLUMNS: dict[str, Column] = {
+    "jobid": _field("jobid"),
+    "jobname": _field("jobname"),
+    "user": _field("user"),
+    "walltime": _field("walltime", format_hms),
+    "queuedtime": Column(_queued_seconds, format_hms),
+    "runtime": Column(_run_seconds, format_hms, absent="N/A"),
+    "timeremaining": Column(_remaining_seconds, format_hms, absent="N/A"),
+    "nodes": _field("nodes"),
+    "state": _field("display_state"),
+    "s": _field("short_state"),
+    "short_state": _field("short_state"),
+    "location": _field("location"),
+    "mode": _field("mode"),
+    "procs": _field("procs"),
+    # Nothing is preemptable in cobaltlite (Cobalt's preemption was rarely used, §2.6).
+    "preemptable": Column(lambda _row, _now: False),
+    "user_hold": _field("user_hold"),
+    "admin_hold": _field("admin_hold"),
+    "queue": _field("queue"),
+    "starttime": _field("starttime", format_timestamp),
+    # Cobalt's Index numbered the tasks of a job array; cobaltlite has no job arrays.
+    "index": Column(lambda _row, _now: None),
+    "submittime": _field("submittime", format_timestamp),
+    "endtime": _field("endtime", format_timestamp),
+    "path": Column(lambda row, _now: (row.get("env") or {}).get("PATH")),
+    "outputdir": _field("cwd"),
+    "errorpath": _field("errorpath"),
+    "outputpath": _field("outputpath"),
+    "cobaltlog": _field("cobaltlog"),
+    "envs": _field("env", _joined(":")),
+    "command": _field("command"),
+    "args": _field("args", lambda args: shlex.join(args) or MISSING),
+    "project": _field("project"),
+    "dependencies": _field("dependencies", _joined(":")),
+    "notify": Column(lambda row, _now: (row.get("attrs") or {}).get("notify")),
+    "score": _field("score", format_score),
+    "attrs": _field("attrs", _joined(":")),
+    "user_list": _field("user_list", _joined(":")),
+    "exitstatus": _field("exit_status"),
+}
+
+
+def _restriction(name: str, show: Callable[[Any], str] = str) -> Column:
+    return Column(lambda row, _now: (row.get("restrictions") or {}).get(name), show)
+
+
+def _duration(value: Any) -> str:
+    """A restriction in seconds (stored as given to the admin command, maybe as text)."""
+    return format_hms(float(value))
+
+
+QUEUE_COLUMNS: dict[str, Column] = {
+    "name": _field("name"),
+    "users": _restriction("users"),
+    "groups": _restriction("groups"),
+    "mintime": _restriction("mintime", _duration),
+    "maxtime": _restriction("maxtime", _duration),
+    "maxrunning": _restriction("maxrunning"),
+    "maxqueued": _restriction("maxqueued"),
+    "maxusernodes": _restriction("maxusernodes"),
+    "maxnodehours": _restriction("maxnodehours"),
+    "totalnodes": _restriction("totalnodes"),
+    "state": _field("state"),
+    "policy": _field("policy"),
+    "priority": _field("priority"),
+}
+# Cobalt printed Python's None for a queue limit that is not set.
+QUEUE_MISSING = "None"
+
+
+# ---- tables --------------------------------------------------------------------------------------
+
+
+def resolve_header(header: Sequence[str], columns: Mapping[str, Column]) -> list[Column]:
+    unknown = [name for name in header if name.lower() not in columns]
+    if unknown:
+        raise CommandError(f"unknown column(s) {', '.join(unknown)}; known: "
+                           f"{', '.join(sorted(columns))}")
+    return [columns[name.lower()] for name in header]
+
+
+def _sort_key(value: Any) -> tuple[int, float | str]:
+    """Missing values first, then numbers by value, then text (Cobalt: numeric when possible)."""
+    if value is None:
+        return (0, 0.0)
+    try:
+        return (1, float(value))
+    except (TypeError, ValueError):
+        return (2, str(value))
+
+
+def sort_rows(
+    rows: Sequence[Row], header: Sequence[str], sort: Sequence[str] | None,
+    columns: Mapping[str, Column], now: float, reverse: bool = False,
+) -> list[Row]:
+    """Cobalt's order: by the --sort columns, else by score when shown, else by JobID (or the
+    first column when JobID is not shown), ascending; --reverse reverses."""
+    shown = [name.lower() for name in header]
+    if sort:
+        keys = [name.lower() for name in sort]
+        resolve_header(keys, columns)
+    elif "score" in shown:
+        keys = ["score"]
+    elif "jobid" in shown:
+        keys = ["jobid"]
+    else:
+        keys = shown[:1]
+    return sorted(rows, reverse=reverse,
+                  key=lambda row: [_sort_key(columns[k].value(row, now)) for k in keys])
+
+
+def render(
+    rows: Sequence[Row], header: Sequence[str], columns: Mapping[str, Column], now: float,
+    vertical: bool = False, missing: str = MISSING,
+) -> list[str]:
+    """The table (or, with `vertical`, the per-row blocks) of `rows` in the given order."""
+    resolved = resolve_header(header, columns)
+    cells = [[column.text(row, now, missing) for column in resolved] for row in rows]
+    return format_vertical(header, cells) if vertical else format_table(header, cells)
+
+
+def choose_header(args: argparse.Namespace, environ: Mapping[str, str]) -> list[str]:
+    if args.header:
+        return args.header.split(":")
+    if args.Q:
+        return list(QUEUE_HEADER)
+    if args.full and args.long:
+        return list(LONG_HEADER)
+    if args.full:
+        custom_full = environ.get("QSTAT_HEADER_FULL")
+        return custom_full.split(":") if custom_full else list(FULL_HEADER)
+    custom = environ.get("QSTAT_HEADER")
+    return custom.split(":") if custom else list(DEFAULT_HEADER)
+
+
+# ---- selection -------------------------------------------------------------------------------
+
+
+def select_jobs(
+    qm: QueueManagerAPI, targets: Sequence[str], users: Sequence[str] | None
+) -> tuple[list[Row], list[str]]:
+    """Jobs named by id or by queue (all unfinished jobs when none is named), of `users` if set.
+
+    Returns the rows and one message per target that matched nothing.
+    """
+    jobids = [int(t) for t in targets if t.isdigit()]
+    queue_names = [t for t in targets if not t.isdigit()]
+    rows: list[Row] = []
+    problems: list[str] = []
+    if jobids:
+        rows = qm.jobs(jobids)
+        found = {row["jobid"] for row in rows}
+        problems += [f"job {jobid} not found" for jobid in jobids if jobid not in found]
+    if queue_names:
+        known = {queue["name"] for queue in qm.queues()}
+        problems += [f"{name} is not a valid jobid or queue name"
+                     for name in queue_names if name not in known]
+        wanted = set(queue_names)
+        seen = {row["jobid"] for row in rows}
+        rows += [row for row in qm.jobs() if row["queue"] in wanted and row["jobid"] not in seen]
+    if not targets:
+        rows = qm.jobs()
+    if users:
+        rows = [row for row in rows if row["user"] in users]
+    return rows, problems
+
+
+def select_queues(qm: QueueManagerAPI, names: Sequence[str]) -> tuple[list[Row], list[str]]:
+    queues = qm.queues()
+    if not names:
+        return queues, []
+    known = {queue["name"] for queue in queues}
+    problems = [f"{name} is not a valid queue name" for name in names if name not in known]
+    return [queue for queue in queues if queue["name"] in names], problems
+
+
+# ---- the command -----------------------------------------------------------------------------
+
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(
+        prog=PROG,
+        usage="%(prog)s [options] [<jobid or queue> ...]",
+        description="Show jobs (by default all unfinished jobs), or queues with -Q. Job ids "
+                    "name jobs (finished ones too); other arguments name queues.",
+        epilog="Exit status: 0 shown, 1 an id or queue matched nothing or a server error, "
+               "2 bad command line. Environment: QSTAT_HEADER and QSTAT_HEADER_FULL set the "
+               "columns of the default and -f listings (A:B:C).",
+        add_help=False,
+    )
+    add = parser.add_argument
+    add("-f", "--full", action="store_true", help="show the full header; with -l, every field")
+    add("-l", "--long", action="store_true",
+        help="print one 'Attribute: value' block per job instead of a table")
+    add("-u", "--user", metavar="USER[:USER]", help="only jobs of these users")
+    add("--header", metavar="A:B:C", help="columns to show, e.g. JobID:User:Score:S")
+    add("--sort", metavar="A:B", help="columns to sort by (default: Score if shown, else JobID)")
+    add("--reverse", action="store_true", help="reverse the sort order")
+    add("-Q", action="store_true", help="show queues and their limits instead of jobs")
+    add_help_option(parser)
+    add("targets", nargs="*", metavar="jobid_or_queue", help="job ids or queue names")
+    return parser
+
+
+def show(qm: QueueManagerAPI, args: argparse.Namespace, environ: Mapping[str, str],
+         now: float) -> int:
+    header = choose_header(args, environ)
+    columns = QUEUE_COLUMNS if args.Q else JOB_COLUMNS
+    resolve_header(header, columns)  # reject a bad --header before asking the server
+    if args.Q:
+        rows, problems = select_queues(qm, args.targets)
+        missing = QUEUE_MISSING
+    else:
+        users = args.user.split(":") if args.user else None
+        rows, problems = select_jobs(qm, args.targets, users)
+        missing = MISSING
+    sort = args.sort.split(":") if args.sort else None
+    ordered = sort_rows(rows, header, sort, columns, now, args.reverse)
+    print_lines(render(ordered, header, columns, now, vertical=args.long, missing=missing))
+    for problem in problems:
+        print_error(PROG, problem)
+    return 1 if problems else 0
+
+
+def _main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
+    with connect_queue_manager() as qm:
+        return show(qm, args, os.environ, time.time())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(PROG, lambda: _main(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Qsim over Pyro5: one replay answering for both the queue manager and the system.
+
+`serve_qsim` puts a `Qsim` on the component sockets of a state directory, under the names the
+scheduler daemon looks for (`queue-manager`, `system`). The scheduler daemon, unchanged and
+configured with `scheduler_clock: queue-manager`, reads the virtual time from here. The replay
+drives it through the scheduler's `run_pass()`, one pass per event time, exactly where the
+in-process replay calls `Scheduler.iterate()`; the two give identical job logs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import Pyro5.api
+
+from cobaltlite.config import Config
+from cobaltlite.machine.wire import description_to_wire
+from cobaltlite.qsim.engine import Qsim
+from cobaltlite.rpc.secret import read_secret
+from cobaltlite.rpc.transport import COMPONENT_SOCKET_MODE, serve, serve_in_thread
+
+
+@Pyro5.api.expose
+class QsimQueueManagerAPI:
+    def __init__(self, qsim: Qsim) -> None:
+        self._qsim = qsim
+
+    def ping(self) -> str:
+        return "queue-manager"
+
+    def now(self) -> float:
+        return self._qsim.clock.now()
+
+    def schedulable_jobs(self) -> list[dict[str, Any]]:
+        return [{"jobid": j.jobid, "size": j.size, "wall_time": j.wall_time, "score": j.score,
+                 "threshold": j.threshold} for j in self._qsim.schedulable_jobs()]
+
+    def start_job(self, jobid: int, location: str) -> bool:
+        return self._qsim.start_job(jobid, location)
+
+
+@Pyro5.api.expose
+class QsimSystemAPI:
+    def __init__(self, qsim: Qsim) -> None:
+        self._qsim = qsim
+
+    def ping(self) -> str:
+        return "system"
+
+    def description(self) -> dict[str, Any]:
+        return description_to_wire(self._qsim.machine().description)
+
+    def allocations(self) -> list[dict[str, Any]]:
+        return self._qsim.allocations()
+
+
+def serve_qsim(qsim: Qsim, config: Config) -> list:
+    """Serve `qsim` on the instance's queue-manager and system sockets; return the daemons."""
+    secret = read_secret(config.secret_path)
+    daemons = []
+    for name, api in (("queue-manager", QsimQueueManagerAPI(qsim)),
+                      ("system", QsimSystemAPI(qsim))):
+        daemon, _ = serve(api, unix_socket=config.socket(name), socket_mode=COMPONENT_SOCKET_MODE,
+                          object_id=name, secret=secret)
+        serve_in_thread(daemon)
+        daemons.append(daemon)
+    return daemons
