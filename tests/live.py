@@ -1,0 +1,111 @@
+"""A real cobaltlite instance for end-to-end tests: every component a separate process.
+
+`Instance.start()` writes a config into a fresh state directory under /tmp (world-traversable,
+so other test accounts can reach the user socket), runs `cobaltlite up`, and `stop()` runs
+`cobaltlite down` and kills any job runner left behind. Commands run as real subprocesses,
+as root or as another account.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from unix_users import Accounts, as_account
+
+POSTGRES_URL = os.environ.get(
+    "COBALTLITE_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+@dataclass
+class Instance:
+    machine: str = "flat:4"
+    database: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    state_dir: Path = field(init=False)
+
+    def start(self) -> Instance:
+        self.state_dir = Path(tempfile.mkdtemp(prefix="cltest-live-", dir="/tmp"))
+        self.state_dir.chmod(0o755)
+        self.jobs_dir = self.state_dir / "jobs"
+        self.jobs_dir.mkdir()
+        self.jobs_dir.chmod(0o1777)  # any account may write its job output here
+        config = {"machine": self.machine, "database": self.database, "scheduler_interval": 1,
+                  "metrics_interval": 1, "kill_grace": 2, **self.settings}
+        (self.state_dir / "cobaltlite.yaml").write_text(yaml.safe_dump(config))
+        ran = self.cobaltlite("up")
+        if ran.returncode != 0:
+            logs = "\n".join(p.read_text() for p in (self.state_dir / "log").glob("*.log"))
+            raise RuntimeError(f"cobaltlite up failed:\n{ran.stdout}\n{ran.stderr}\n{logs}")
+        return self
+
+    def stop(self) -> None:
+        self.cobaltlite("down")
+        for record in (self.state_dir / "system").glob("*.json"):
+            pid = json.loads(record.read_text()).get("runner_pid")
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "COBALTLITE_STATE_DIR": str(self.state_dir)}
+
+    def cobaltlite(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cobaltlite.cli", *args],
+                              env=self.env, capture_output=True, text=True, timeout=120)
+
+    def command(self, name: str, *args: str, account: str | None = None,
+                accounts: Accounts | None = None, cwd: Path | None = None
+                ) -> subprocess.CompletedProcess[str]:
+        """Run qsub, qstat, qdel or schedctl as root, or as `account`."""
+        module = f"cobaltlite.commands.{name}"
+        cwd = cwd or self.jobs_dir
+        if account is None:
+            return subprocess.run([sys.executable, "-m", module, *args], env=self.env,
+                                  capture_output=True, text=True, timeout=60, cwd=cwd)
+        assert accounts is not None
+        env = {**accounts.env, "COBALTLITE_STATE_DIR": str(self.state_dir)}
+        return subprocess.run([accounts.python, "-m", module, *args], env=env,
+                              capture_output=True, text=True, timeout=60, cwd=cwd,
+                              **as_account(account))
+
+    def qsub(self, *args: str, **kwargs: Any) -> int:
+        ran = self.command("qsub", *args, **kwargs)
+        assert ran.returncode == 0, f"qsub failed ({ran.returncode}): {ran.stderr}"
+        return int(ran.stdout.strip())
+
+    def job(self, jobid: int) -> dict[str, Any]:
+        """The job's row as the queue manager stores it (read from the database directly)."""
+        from cobaltlite.config import load_config
+        from cobaltlite.queue_manager.store import JobStore
+
+        store = JobStore(load_config(self.state_dir).database_url)
+        try:
+            found = store.job(jobid)
+        finally:
+            store.close()
+        assert found is not None, f"job {jobid} is not in the database"
+        return found
+
+    def wait_for(self, jobid: int, states: set[str], timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.job(jobid)
+            if job["state"] in states:
+                return job
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {jobid} stayed {job['state']}, wanted {states}")
+            time.sleep(0.2)
