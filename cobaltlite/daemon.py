@@ -19,10 +19,10 @@ import structlog
 
 from cobaltlite import logs
 from cobaltlite.clock import Clock, WallClock
-from cobaltlite.config import COMPONENTS, Config, load_config
+from cobaltlite.config import COMPONENTS, Config, ensure_layout, load_config
 from cobaltlite.errors import InputError
 from cobaltlite.rpc.peers import Peer
-from cobaltlite.rpc.secret import read_secret
+from cobaltlite.rpc.secret import create_secret, read_secret
 from cobaltlite.rpc.transport import (
     COMPONENT_SOCKET_MODE,
     USER_SOCKET_MODE,
@@ -168,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="readable key=value lines on stderr instead of the JSON log file")
     args = parser.parse_args(argv)
     config = load_config(args.state_dir)
+    ensure_layout(config)
+    if not config.secret_path.exists():
+        # Components started together by systemd race to create it; the link is atomic.
+        with contextlib.suppress(InputError):
+            create_secret(config.secret_path)
     logs.configure(args.component, None if args.log_to_terminal else
                    config.log_file(args.component))
     stop = threading.Event()
