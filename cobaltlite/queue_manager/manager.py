@@ -183,8 +183,11 @@ class QueueManager:
     def _delete_one(self, caller: Caller, jobid: int) -> dict[str, Any]:
         with self._lock:
             job = self.store.job(jobid)
-            if job is None or job["state"] == states.DONE:
+            if job is None:
                 return {"jobid": jobid, "result": "unknown", "message": f"job {jobid} not found"}
+            if job["state"] == states.DONE:
+                return {"jobid": jobid, "result": "unknown", "user": job["user"],
+                        "message": f"job {jobid} has already finished ({job['end_reason']})"}
             if not (caller.is_admin or caller.user in job["user_list"]):
                 return {"jobid": jobid, "result": "refused", "user": job["user"],
                         "message": f"job {jobid} belongs to {job['user']}, not to {caller.user}"}
