@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from cobaltlite.commands.common import (
     CommandError,
     CommandParser,
-    QueueManagerAPI,
     Row,
     add_help_option,
     connect_queue_manager,
@@ -60,10 +59,6 @@ def report(results: Sequence[Row]) -> int:
     return 1 if failed else 0
 
 
-def delete(qm: QueueManagerAPI, jobids: list[int]) -> int:
-    return report(qm.delete(jobids))
-
-
 def build_parser() -> CommandParser:
     parser = CommandParser(
         prog=PROG,
@@ -84,7 +79,7 @@ def _main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     jobids = parse_jobids(args.jobids)
     with connect_queue_manager() as qm:
-        return delete(qm, jobids)
+        return report(qm.delete(jobids))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

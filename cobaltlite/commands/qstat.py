@@ -12,6 +12,7 @@ explicit option wins.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
@@ -70,8 +71,14 @@ def format_timestamp(when: float) -> str:
     return time.strftime(TIME_FORMAT, time.localtime(when))
 
 
+def _first_time(*times: float | None) -> float:
+    """The first time that is set (0.0 is a valid time under a virtual clock)."""
+    return next(t for t in times if t is not None)
+
+
 def _queued_seconds(row: Row, now: float) -> float:
-    end = row.get("starttime") or row.get("endtime") or now
+    """Submission to start; to the end for a job deleted while queued; to now if still waiting."""
+    end = _first_time(row.get("starttime"), row.get("endtime"), now)
     return max(0.0, end - row["submittime"])
 
 
@@ -79,7 +86,7 @@ def _run_seconds(row: Row, now: float) -> float | None:
     start = row.get("starttime")
     if start is None:
         return None
-    return max(0.0, (row.get("endtime") or now) - start)
+    return max(0.0, _first_time(row.get("endtime"), now) - start)
 
 
 def _remaining_seconds(row: Row, now: float) -> float | None:
@@ -207,9 +214,11 @@ def _sort_key(value: Any) -> tuple[int, float | str]:
     if value is None:
         return (0, 0.0)
     try:
-        return (1, float(value))
+        number = float(value)
     except (TypeError, ValueError):
         return (2, str(value))
+    # "nan" or "inf" as text (a job name, say) is not a number to sort by.
+    return (1, number) if math.isfinite(number) else (2, str(value))
 
 
 def sort_rows(
@@ -306,9 +315,11 @@ def build_parser() -> CommandParser:
         usage="%(prog)s [options] [<jobid or queue> ...]",
         description="Show jobs (by default all unfinished jobs), or queues with -Q. Job ids "
                     "name jobs (finished ones too); other arguments name queues.",
-        epilog="Exit status: 0 shown, 1 an id or queue matched nothing or a server error, "
-               "2 bad command line. Environment: QSTAT_HEADER and QSTAT_HEADER_FULL set the "
-               "columns of the default and -f listings (A:B:C).",
+        epilog="Job columns: " + ", ".join(sorted(JOB_COLUMNS)) + ". Queue columns: "
+               + ", ".join(sorted(QUEUE_COLUMNS)) + ". Column names ignore case. "
+               "Environment: QSTAT_HEADER and QSTAT_HEADER_FULL (A:B:C) set the columns of the "
+               "default and -f listings; --header overrides both. Exit status: 0 shown, 1 an "
+               "id or queue matched nothing or a server error, 2 bad command line.",
         add_help=False,
     )
     add = parser.add_argument
@@ -319,7 +330,8 @@ def build_parser() -> CommandParser:
     add("--header", metavar="A:B:C", help="columns to show, e.g. JobID:User:Score:S")
     add("--sort", metavar="A:B", help="columns to sort by (default: Score if shown, else JobID)")
     add("--reverse", action="store_true", help="reverse the sort order")
-    add("-Q", action="store_true", help="show queues and their limits instead of jobs")
+    add("-Q", action="store_true",
+        help="show queues and their limits instead of jobs (arguments name queues)")
     add_help_option(parser)
     add("targets", nargs="*", metavar="jobid_or_queue", help="job ids or queue names")
     return parser

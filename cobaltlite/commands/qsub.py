@@ -44,8 +44,9 @@ EPILOG = """\
 time: M, HH:MM, HH:MM:SS or DD:HH:MM:SS (seconds are kept, unlike Cobalt).
 
 Script jobs: if the executable's first line starts with '#!', every line starting with
-'#COBALT ' holds options, applied as if given before the command line's own options (the
-command line wins; --env and --attrs values are merged). Such a job runs in mode 'script'.
+'#COBALT ' holds options (shell quoting; '#' starts a comment), applied as if given before
+the command line's own options (the command line wins; --env and --attrs values are merged).
+Such a job runs in mode 'script'.
 
 Output: <cwd>/<jobid>.output, .error and .cobaltlog unless -O, -o or -e say otherwise; relative
 paths are taken from the job's working directory.
@@ -68,7 +69,8 @@ def build_parser() -> CommandParser:
     )
     add = parser.add_argument
     add("-n", "--nodecount", type=int, metavar="N", help="number of nodes (required)")
-    add("-t", "--time", metavar="TIME", help="wall time limit (required)")
+    add("-t", "--time", metavar="TIME",
+        help="wall time limit: M, HH:MM, HH:MM:SS or DD:HH:MM:SS (required)")
     add("-q", "--queue", default="default", help="queue to submit to (default: %(default)s)")
     add("-A", "--project", help="project (account) to charge")
     add("--proccount", type=int, metavar="N",
@@ -79,7 +81,8 @@ def build_parser() -> CommandParser:
     add("-u", "--umask", metavar="OCTAL", help=f"umask of the job (default: {DEFAULT_UMASK})")
     add("--env", action="append", default=[], metavar="K=V[:K2=V2]",
         help="environment variables for the job; escape ':' and '=' in values as '\\:' and "
-             "'\\='; may be repeated (values are merged, later ones win)")
+             "'\\=' (quoted from the shell: --env 'OPTS=a\\=1'); may be repeated (values "
+             "are merged, later ones win)")
     add("-O", "--outputprefix", metavar="PREFIX",
         help="write PREFIX.output, PREFIX.error and PREFIX.cobaltlog")
     add("-o", "--output", metavar="FILE", help="file for the job's stdout")
@@ -185,7 +188,8 @@ def read_directives(path: str) -> list[str] | None:
     for number, line in enumerate(text.splitlines(), start=1):
         if line.startswith("#COBALT "):
             try:
-                options.extend(shlex.split(line[len("#COBALT "):]))
+                # Shell quoting rules, and a `#` starts a trailing comment.
+                options.extend(shlex.split(line[len("#COBALT "):], comments=True))
             except ValueError as exc:
                 raise CommandError(f"{path}:{number}: bad #COBALT directive: {exc}") from None
     return options
@@ -350,7 +354,8 @@ def submit(qm: QueueManagerAPI, spec: dict[str, Any], verbose: bool) -> int:
                               f"currently in the queue")
     if verbose:
         for key in sorted(spec):
-            print(f"{PROG}: {key} = {spec[key]!r}", file=sys.stderr)
+            value = f"{spec[key]:#o}" if key == "umask" else repr(spec[key])
+            print(f"{PROG}: {key} = {value}", file=sys.stderr)
     jobid = qm.submit(spec)
     print(jobid)
     return 0
