@@ -444,7 +444,9 @@ def _build(jobid: int, job: _Job, estimate: str) -> TraceJob | str:
     else:
         return "no end: neither runtime= nor start= and end= (the job never ended in this log)"
     run = round(run)
-    if run <= 0 or nodes <= 0:
+    # A job that ended within its first second logs runtime=0 but did run: replay it. Only a
+    # negative run time or an empty job is meaningless.
+    if run < 0 or nodes <= 0:
         return f"run time {run} s on {nodes} nodes: nothing to replay"
     walltime = f.get("Resource_List.walltime")
     requested = round(walltime) if estimate == "requested" and walltime else run

@@ -254,7 +254,7 @@ def test_incomplete_jobs_are_skipped_with_reasons(tmp_path: Path) -> None:
         "03/16/2009 09:00:00;Q;4;user=x\n"
         "03/16/2009 09:10:00;E;4;runtime=10\n"  # no size
         "03/16/2009 09:00:00;Q;5;Resource_List.nodect=8\n"
-        "03/16/2009 09:00:00;E;5;runtime=0\n"  # ran 0 s
+        "03/16/2009 09:00:00;E;5;start=1237194000 end=1237193990\n"  # ends before it starts
         "03/16/2009 09:00:00;B;resv-1;name=maint\n"  # reservations are not jobs
         "03/16/2009 09:00:00;Q;6;Resource_List.nodect=8 Resource_List.walltime=00:01:00\n"
         "03/16/2009 09:01:00;A;6;reason=time_limit\n"
@@ -270,8 +270,19 @@ def test_incomplete_jobs_are_skipped_with_reasons(tmp_path: Path) -> None:
         f"{path}:3": "job 2: deleted before it ran (D record, no end)",
         f"{path}:5": "job 3: no Q record, qtime= or ctime=: submit time unknown",
         f"{path}:6": "job 4: no Resource_List.nodect: size unknown",
-        f"{path}:8": "job 5: run time 0 s on 8 nodes: nothing to replay",
+        f"{path}:8": "job 5: run time -10 s on 8 nodes: nothing to replay",
     }
+
+
+def test_a_job_that_ended_within_a_second_is_replayed(tmp_path: Path) -> None:
+    # Live logs hold whole seconds, so a quick job logs runtime=0; it did run.
+    path = write_log(
+        tmp_path,
+        "03/16/2009 09:00:00;Q;1;Resource_List.nodect=2 Resource_List.walltime=00:01:00\n"
+        "03/16/2009 09:00:00;E;1;runtime=0 Exit_status=0\n",
+    )
+    (job,) = read_accounting_log(path).jobs
+    assert (job.jobid, job.run_time, job.requested_time) == (1, 0, 60)
 
 
 @pytest.mark.parametrize(

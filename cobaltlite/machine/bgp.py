@@ -49,15 +49,21 @@ class BGPMachine:
         card_bit: dict[str, int] = {}
         wire_bit: dict[str, int] = {}
         cards = [_mask_of(b.nodecards, card_bit) for b in blocks]
+        self._cards = cards
         wires = [_mask_of(b.wires, wire_bit) for b in blocks]
         n = len(blocks)
         related = [0] * n
+        sharing_cards = [0] * n
         for i in range(n):
             ci, wi = cards[i], wires[i]
             for j in range(i + 1, n):
+                if ci & cards[j]:
+                    sharing_cards[i] |= 1 << j
+                    sharing_cards[j] |= 1 << i
                 if ci & cards[j] or wi & wires[j]:
                     related[i] |= 1 << j
                     related[j] |= 1 << i
+        self._sharing_cards = sharing_cards
         self.related = related
         self.conflict = [related[i] | (1 << i) for i in range(n)]
         self.conflict_list = [list(iter_bits(m)) for m in self.conflict]
@@ -68,7 +74,9 @@ class BGPMachine:
         for i, size in enumerate(self.block_size):
             self.size_mask[size] |= 1 << i
 
-        self._usable = (1 << n) - 1  # schedulable and functional; partadm will clear bits
+        self._all = (1 << n) - 1
+        self._usable = self._all  # schedulable, and no node card of it is offline
+        self._offline: set[int] = set()
         self._blocked = 0
         self._available = self._usable
         self._held: dict[int, tuple[int, float]] = {}  # jobid -> (block index, expected end)
@@ -153,6 +161,50 @@ class BGPMachine:
 
     def planner(self, now: float) -> BGPPlanner:
         return BGPPlanner(self, now)
+
+    def set_usable(self, location: str, usable: bool) -> None:
+        """Take a block out of service (offline) or back in; its holder, if any, keeps it.
+
+        As in Cobalt, an offline block also makes every block sharing a node card with it
+        unusable (reference §6.1); blocks that merely share a wire stay usable.
+        """
+        i = self.index[location]
+        if usable:
+            self._offline.discard(i)
+        else:
+            self._offline.add(i)
+        unusable = 0
+        for j in self._offline:
+            unusable |= self._sharing_cards[j] | (1 << j)
+        self._usable = self._all & ~unusable
+        self._available = self._usable & ~self._blocked
+
+    def block_states(self) -> list[dict[str, object]]:
+        """Each schedulable block's state as partlist shows it, in name order.
+
+        busy (a job holds it), blocked (<holder's block>) when it shares a node card with a held
+        block, blocked-wiring (<holder's block>) when it only shares a wire, offline when taken
+        out of service, else idle. Placing a job and starting it are one step here, so Cobalt's
+        `allocated` (reserved, not yet running) and `cleanup` states do not arise.
+        """
+        holder = {i: jobid for jobid, (i, _) in self._held.items()}
+        cards = self._cards
+        result: list[dict[str, object]] = []
+        for i, name in enumerate(self.names):
+            state = "idle"
+            if i in holder:
+                state = "busy"
+            elif i in self._offline:
+                state = "offline"
+            elif not (self._usable >> i) & 1:
+                state = "offline (a related block is offline)"
+            elif (self._blocked >> i) & 1:
+                by = next(j for j in holder if (self.related[j] >> i) & 1)
+                kind = "blocked" if cards[i] & cards[by] else "blocked-wiring"
+                state = f"{kind} ({self.names[by]})"
+            result.append({"name": name, "size": self.block_size[i], "state": state,
+                           "jobid": holder.get(i)})
+        return result
 
 
 class BGPPlanner:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 
 from cobaltlite.errors import MachineError
-from cobaltlite.machine.bits import lowest_bits, mask_to_ranges, ranges_to_mask
+from cobaltlite.machine.bits import iter_bits, lowest_bits, mask_to_ranges, ranges_to_mask
 from cobaltlite.machine.description import FlatDescription
 
 OVERDUE_GRACE = 1.0
@@ -68,6 +68,15 @@ class FlatMachine:
 
     def held_by(self) -> dict[int, str]:
         return {jobid: mask_to_ranges(mask) for jobid, (mask, _, _) in self._held.items()}
+
+    def block_states(self) -> list[dict[str, object]]:
+        """Each node as `busy` (with its job) or `idle`: the flat machine's partlist."""
+        owner = {}
+        for jobid, (mask, _, _) in self._held.items():
+            for node in iter_bits(mask):
+                owner[node] = jobid
+        return [{"name": str(n), "size": 1, "state": "busy" if n in owner else "idle",
+                 "jobid": owner.get(n)} for n in range(self.total_nodes)]
 
     def planner(self, now: float) -> FlatPlanner:
         return FlatPlanner(self, now)

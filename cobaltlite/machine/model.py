@@ -78,6 +78,10 @@ class Machine(Protocol):
 
     def planner(self, now: float) -> Planner: ...
 
+    def block_states(self) -> list[dict[str, object]]:
+        """Every place with its live state (idle, busy, blocked, ...) and holder."""
+        ...
+
     def held_by(self) -> dict[int, str]:
         """Job id -> location, for every job holding resources."""
         ...

@@ -27,6 +27,9 @@ class SystemAPI:
     def allocations(self) -> list[dict[str, Any]]:
         return self._service.allocations()
 
+    def partitions(self) -> list[dict[str, Any]]:
+        return self._service.partitions()
+
     def launch(self, jobid: int, location: str, spec: dict[str, Any]) -> int:
         return self._service.launch(jobid, location, spec)
 

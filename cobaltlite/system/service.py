@@ -66,6 +66,10 @@ class SystemService:
                      "expected_end": self._expected_end.get(jobid, 0.0)}
                     for jobid, where in sorted(held.items())]
 
+    def partitions(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return self.machine.block_states()
+
     def launch(self, jobid: int, location: str, spec: dict[str, Any]) -> int:
         """Hold `location` for the job and start its runner; return the nodes held."""
         with self._lock:
