@@ -33,10 +33,20 @@ from cobaltlite.rpc.transport import (
 
 log = structlog.get_logger("daemon")
 
+RECONCILE_INTERVAL = 30.0
+
 
 def _serve_component(config: Config, name: str, api: object, secret: str):
     daemon, _uri = serve(api, unix_socket=config.socket(name), socket_mode=COMPONENT_SOCKET_MODE,
                          object_id=name, secret=secret)
+    serve_in_thread(daemon)
+    return daemon
+
+
+def _serve_users(path: Path, api: object, object_id: str):
+    """A 0666 socket whose callers the kernel identifies; no secret, rights checked per call."""
+    daemon, _uri = serve(api, unix_socket=path, socket_mode=USER_SOCKET_MODE,
+                         object_id=object_id, secret=None, peer_credentials=True)
     serve_in_thread(daemon)
     return daemon
 
@@ -59,17 +69,21 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
             scheduler.wake()
 
     manager = QueueManager(store, WallClock(), accounting, Peer(config, "system"), wake)
-    try:
-        manager.reconcile()
-    except Exception as exc:  # the system may not be up yet; the next start reconciles
-        log.warning("reconciliation postponed", error=str(exc))
-    daemons = [_serve_component(config, "queue-manager", ComponentAPI(manager), secret)]
-    user, _ = serve(UserAPI(manager, config.admin_group), unix_socket=config.user_socket,
-                    socket_mode=USER_SOCKET_MODE, object_id="queue-manager-user", secret=None,
-                    peer_credentials=True)
-    serve_in_thread(user)
-    daemons.append(user)
-    return daemons
+
+    def reconcile() -> None:
+        # At start, then every RECONCILE_INTERVAL: a system that was down catches up.
+        while True:
+            try:
+                manager.reconcile()
+            except Exception as exc:  # the system is down or restarting: try again later
+                log.warning("reconciliation postponed", error=str(exc))
+            if stop.wait(RECONCILE_INTERVAL):
+                return
+
+    threading.Thread(target=reconcile, name="reconcile", daemon=True).start()
+    return [_serve_component(config, "queue-manager", ComponentAPI(manager), secret),
+            _serve_users(config.user_socket, UserAPI(manager, config.admin_group),
+                         "queue-manager-user")]
 
 
 def run_system(config: Config, stop: threading.Event) -> list:
@@ -112,12 +126,9 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
         return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock)
 
     loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval)
-    daemons = [_serve_component(config, "scheduler", ComponentAPI(loop), secret)]
-    control, _ = serve(ControlAPI(loop, config.admin_group), unix_socket=config.admin_socket,
-                       socket_mode=USER_SOCKET_MODE, object_id="scheduler-control", secret=None,
-                       peer_credentials=True)
-    serve_in_thread(control)
-    daemons.append(control)
+    daemons = [_serve_component(config, "scheduler", ComponentAPI(loop), secret),
+               _serve_users(config.admin_socket, ControlAPI(loop, config.admin_group),
+                            "scheduler-control")]
     # A daemon thread: a pass cut short by exit loses nothing, each start is committed by the
     # queue manager on its own.
     threading.Thread(target=loop.loop, name="scheduling", daemon=True).start()

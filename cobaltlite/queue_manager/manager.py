@@ -301,24 +301,28 @@ class QueueManager:
         return True
 
     def reconcile(self) -> None:
-        """After a restart: settle jobs the queue manager left mid-transition.
+        """Settle jobs whose state the queue manager and the system may disagree on.
 
         starting -> running if the system holds it, else back to queued (it never launched);
-        running/killing that the system does not know -> done with end reason "lost".
+        running/killing that the system does not know -> done with end reason "lost". Runs at
+        start and periodically; it holds the lock `start_job` holds, so it never sees a job
+        halfway through a start.
         """
-        for job in self.store.jobs(states=list(states.ACTIVE_STATES)):
-            status = self.system.job_status(job["jobid"])
-            if job["state"] == states.STARTING:
-                if status == "unknown":
-                    self.store.update_job(job["jobid"], {"state": states.QUEUED, "location": None},
-                                          expect_states=[states.STARTING])
-                    log.info("job returned to queue after restart", jobid=job["jobid"])
-                else:
-                    self.store.update_job(job["jobid"], {"state": states.RUNNING,
-                                                         "starttime": self.clock.now()},
-                                          expect_states=[states.STARTING])
-            elif status == "unknown":
-                self.job_ended(job["jobid"], None, "lost", self.clock.now())
+        with self._lock:
+            for job in self.store.jobs(states=list(states.ACTIVE_STATES)):
+                status = self.system.job_status(job["jobid"])
+                if job["state"] == states.STARTING:
+                    if status == "unknown":
+                        self.store.update_job(job["jobid"], {"state": states.QUEUED,
+                                                             "location": None},
+                                              expect_states=[states.STARTING])
+                        log.info("job returned to queue after restart", jobid=job["jobid"])
+                    else:
+                        self.store.update_job(job["jobid"], {"state": states.RUNNING,
+                                                             "starttime": self.clock.now()},
+                                              expect_states=[states.STARTING])
+                elif status == "unknown":
+                    self.job_ended(job["jobid"], None, "lost", self.clock.now())
 
     def _dep_held(self, row: Mapping[str, Any]) -> bool:
         deps = row["dependencies"]

@@ -30,7 +30,6 @@ class SchedulerLoop:
         self.last_error: str | None = None
         self.last_started: list[tuple[int, str]] = []
         self._wake = threading.Event()
-        self._stop = threading.Event()
         self._scheduler: Scheduler | None = None
         self._pass_lock = threading.Lock()
 
@@ -58,15 +57,12 @@ class SchedulerLoop:
     def wake(self) -> None:
         self._wake.set()
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-
     def loop(self) -> None:
-        while not self._stop.is_set():
+        """Run forever in a daemon thread; the process's exit ends it."""
+        while True:
             self._wake.wait(self.interval)
             self._wake.clear()
-            if self.active and not self._stop.is_set():
+            if self.active:
                 self.run_pass()
 
 
