@@ -18,7 +18,7 @@ from bisect import bisect_left
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits
 from cobaltlite.machine.description import BGPDescription
-from cobaltlite.machine.model import FailureChance, NoFailures
+from cobaltlite.machine.model import OVERDUE_GRACE, FailureChance, NoFailures
 
 
 class BGPMachine:
@@ -222,7 +222,8 @@ class BGPPlanner:
             m, now = self._m, self._now
             free_at = [now] * len(m.names)
             for i, end in m._held.values():
-                end = max(end, now + 1.0)  # an overdue job still holds its block right now
+                if end <= now:  # overdue (a kill in flight): it still holds its block right now
+                    end = now + OVERDUE_GRACE
                 for j in m.conflict_list[i]:
                     if free_at[j] < end:
                         free_at[j] = end

@@ -11,10 +11,7 @@ from bisect import bisect_left, insort
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits, lowest_bits, mask_to_ranges, ranges_to_mask
 from cobaltlite.machine.description import FlatDescription
-
-OVERDUE_GRACE = 1.0
-"""A running job past its expected end (a kill in flight) is planned to end this many seconds
-from now: it still holds its nodes at this instant, so it cannot count as free now."""
+from cobaltlite.machine.model import OVERDUE_GRACE
 
 
 class FlatMachine:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
+OVERDUE_GRACE = 1.0
+"""A running job past its expected end (a kill in flight) is planned to end this many seconds
+from now: it still holds its place at this instant, so it cannot count as free now."""
+
 
 class FailureChance(Protocol):
     """Pluggable source of P_f (seed 003 §IV-B): chance that `location` fails in [start, end)."""
