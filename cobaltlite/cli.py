@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import signal
 import subprocess
@@ -25,17 +26,21 @@ STOP_TIMEOUT = 15.0
 
 
 def _pid(config: Config, component: str) -> int | None:
+    """The component's pid if it runs: its daemon holds a lock on the pid file while alive."""
     try:
-        pid = int(config.pid_file(component).read_text().strip())
-    except (OSError, ValueError):
+        fd = os.open(config.pid_file(component), os.O_RDONLY)
+    except OSError:
         return None
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
-    return pid
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.read(fd, 64).decode().strip()
+            return int(text) if text.isdigit() else None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None  # nobody holds it: a stale file left by a dead daemon
+    finally:
+        os.close(fd)
 
 
 def _answers(config: Config, component: str) -> bool:

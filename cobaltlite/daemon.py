@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import os
 import signal
 import sys
@@ -34,6 +35,9 @@ from cobaltlite.rpc.transport import (
 log = structlog.get_logger("daemon")
 
 RECONCILE_INTERVAL = 30.0
+USER_IDLE_TIMEOUT = 10.0
+"""Seconds an idle user connection may hold a server worker; without it one user could take
+every worker with idle connections and lock everyone else out."""
 
 
 def _serve_component(config: Config, name: str, api: object, secret: str):
@@ -46,7 +50,8 @@ def _serve_component(config: Config, name: str, api: object, secret: str):
 def _serve_users(path: Path, api: object, object_id: str):
     """A 0666 socket whose callers the kernel identifies; no secret, rights checked per call."""
     daemon, _uri = serve(api, unix_socket=path, socket_mode=USER_SOCKET_MODE,
-                         object_id=object_id, secret=None, peer_credentials=True)
+                         object_id=object_id, secret=None, peer_credentials=True,
+                         idle_timeout=USER_IDLE_TIMEOUT)
     serve_in_thread(daemon)
     return daemon
 
@@ -163,6 +168,24 @@ def run_metrics_monitor(config: Config, stop: threading.Event) -> list:
     return daemons
 
 
+def hold_pid_file(path: Path) -> int | None:
+    """Write our pid and hold an exclusive lock on the file for the life of the process.
+
+    The kernel drops the lock the moment the process dies (before it is reaped), so "the file
+    is locked" means "the component runs", whatever pid the file names; None if another live
+    process holds it.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
 RUNNERS: dict[str, Callable[[Config, threading.Event], list]] = {
     "queue-manager": run_queue_manager,
     "system": run_system,
@@ -189,19 +212,24 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    pid_file = config.pid_file(args.component)
+    pid_lock = hold_pid_file(config.pid_file(args.component))
+    if pid_lock is None:
+        print(f"cobaltlite {args.component}: already running in {config.state_dir}",
+              file=sys.stderr)
+        return 1
     try:
         daemons = RUNNERS[args.component](config, stop)
     except Exception as exc:
         log.error("component failed to start", error=str(exc))
         print(f"cobaltlite {args.component}: cannot start: {exc}", file=sys.stderr)
+        config.pid_file(args.component).unlink(missing_ok=True)
         return 1
-    pid_file.write_text(f"{os.getpid()}\n")
     log.info("component started", pid=os.getpid(), state_dir=str(config.state_dir))
     stop.wait()
     for daemon in daemons:
         shutdown(daemon)
-    pid_file.unlink(missing_ok=True)
+    config.pid_file(args.component).unlink(missing_ok=True)
+    os.close(pid_lock)
     log.info("component stopped")
     return 0
 

@@ -47,6 +47,7 @@ class Instance:
         ran = self.cobaltlite("up")
         if ran.returncode != 0:
             logs = "\n".join(p.read_text() for p in (self.state_dir / "log").glob("*.log"))
+            self.stop()  # a fixture that fails here never reaches its teardown
             raise RuntimeError(f"cobaltlite up failed:\n{ran.stdout}\n{ran.stderr}\n{logs}")
         return self
 

@@ -7,7 +7,6 @@ what a client sends. The clock is injected, so the same logic can run under Qsim
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -17,7 +16,9 @@ import structlog
 
 from cobaltlite.accounting import AccountingLog, format_hms
 from cobaltlite.clock import Clock
-from cobaltlite.policy.utility import PassInputs, PolicyError, UtilityFunction, builtin_policy
+from cobaltlite.policy.budget import BudgetExceeded, run_with_budget
+from cobaltlite.policy.registry import PolicyRegistry
+from cobaltlite.policy.utility import PassInputs, PolicyError
 from cobaltlite.queue_manager import states
 from cobaltlite.queue_manager.store import JobStore
 
@@ -65,7 +66,7 @@ class _Scored:
     project: str
     queue: str
     queue_priority: int
-    score: float = 0.0
+    score: float = 0.0  # the previous pass's score until this pass scores the job
     threshold: float = 0.0
 
 
@@ -97,17 +98,16 @@ class QueueManager:
         accounting: AccountingLog,
         system: SystemClient,
         wake_scheduler: Callable[[], None] = lambda: None,
-        policies: Mapping[str, UtilityFunction] | None = None,
+        policies: PolicyRegistry | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.accounting = accounting
         self.system = system
         self.wake_scheduler = wake_scheduler
-        self.policies = dict(policies or {})
+        self.policies = policies or PolicyRegistry()
         self._lock = threading.RLock()
         self._limits: dict[str, Any] | None = None
-        self.policy_errors: dict[str, str] = {}
 
     def limits(self) -> dict[str, Any]:
         if self._limits is None:
@@ -142,6 +142,13 @@ class QueueManager:
         if queue["state"] not in ACCEPTING_QUEUE_STATES:
             raise SubmissionError(f"the {job['queue']!r} queue is {queue['state']}")
         _check_restrictions(queue, caller.user, walltime)
+        for key, suffix in (("outputpath", "output"), ("errorpath", "error"),
+                            ("cobaltlog", "cobaltlog")):
+            if not job[key] and isinstance(job["cwd"], str):
+                job[key] = f"{job['cwd'].rstrip('/')}/$jobid.{suffix}"  # Cobalt's defaults
+        for key in ("command", "cwd", "outputpath", "errorpath", "cobaltlog"):
+            if not isinstance(job[key], str) or not job[key].startswith("/"):
+                raise SubmissionError(f"{key} {job[key]!r} must be an absolute path")
         for dep in job["dependencies"]:
             if not isinstance(dep, int):
                 raise SubmissionError(f"dependency {dep!r} is not a job id")
@@ -215,17 +222,16 @@ class QueueManager:
 
     # ---- the scheduler ----------------------------------------------------------------
 
-    def policy(self, name: str) -> UtilityFunction:
-        if name not in self.policies:
-            self.policies[name] = builtin_policy(name)
-        return self.policies[name]
-
     def schedulable_jobs(self) -> list[dict[str, Any]]:
-        """Runnable queued jobs of scheduled queues, scored now by their queue's policy."""
+        """Runnable queued jobs of scheduled queues, scored now by their queue's policy.
+
+        A policy that fails on a job leaves that job its previous score; one that overruns the
+        time budget is suspended until the next reload (its jobs keep their scores). Either way
+        the other policies, and scheduling, go on.
+        """
         now = self.clock.now()
         queues = {q["name"]: q for q in self.store.queues()
                   if q["state"] in SCHEDULED_QUEUE_STATES}
-        limits = self.limits()
         by_policy: dict[str, list[_Scored]] = {}
         for row in self.store.jobs(states=[states.QUEUED]):
             queue = queues.get(row["queue"])
@@ -233,22 +239,58 @@ class QueueManager:
                 continue
             by_policy.setdefault(queue["policy"], []).append(_Scored(
                 row["jobid"], row["nodes"], float(row["walltime"]), now - row["submittime"],
-                row["user"], row["project"], row["queue"], queue["priority"]))
+                row["user"], row["project"], row["queue"], queue["priority"],
+                row["score"], row["score"]))
         ready: list[_Scored] = []
         for name, jobs in by_policy.items():
-            inputs = PassInputs(now, limits["machine_nodes"], limits["min_block_size"])
-            try:
-                self.policy(name).score_jobs(jobs, inputs)
-            except PolicyError as exc:
-                # One failing policy must not stop the others from being scheduled.
-                if self.policy_errors.get(name) != str(exc):
-                    log.error("utility function failed", policy=name, error=str(exc))
-                self.policy_errors[name] = str(exc)
-                continue
-            ready.extend(j for j in jobs if math.isfinite(j.score))
+            ready.extend(jobs)
+            self._score(name, jobs, self._inputs(now))
         self.store.set_scores({j.jobid: j.score for j in ready})
         return [{"jobid": j.jobid, "size": j.size, "wall_time": j.wall_time,
                  "score": j.score, "threshold": j.threshold} for j in ready]
+
+    def _inputs(self, now: float) -> PassInputs:
+        limits = self.limits()
+        return PassInputs(now, limits["machine_nodes"], limits["min_block_size"])
+
+    def _score(self, name: str, jobs: list[_Scored], inputs: PassInputs) -> None:
+        registry = self.policies
+        if name in registry.suspended:
+            return
+        try:
+            policy = registry.get(name)
+            failures = run_with_budget(lambda: policy.score_jobs_keeping(jobs, inputs),
+                                       registry.budget)
+        except PolicyError as exc:
+            registry.record_failure(name, str(exc))
+        except BudgetExceeded:
+            registry.record_failure(
+                name, f"scoring {len(jobs)} jobs took more than the {registry.budget:g} s "
+                "budget; suspended until the next reload", suspend=True)
+        else:
+            if failures:
+                jobid, error = next(iter(failures.items()))
+                registry.record_failure(
+                    name, f"failed on {len(failures)} job(s), first job {jobid}: {error}")
+
+    def queued_sample(self) -> tuple[list[_Scored], PassInputs]:
+        """The current queued jobs and pass inputs, to validate a utility file against."""
+        now = self.clock.now()
+        jobs = [_Scored(r["jobid"], r["nodes"], float(r["walltime"]), now - r["submittime"],
+                        r["user"], r["project"], r["queue"], 0)
+                for r in self.store.jobs(states=[states.QUEUED])]
+        return jobs, self._inputs(now)
+
+    def reload_policies(self, requested_by: str) -> dict[str, Any]:
+        jobs, inputs = self.queued_sample()
+        return self.policies.reload(jobs, inputs, requested_by)
+
+    def set_queue_policy(self, queue: str, policy: str) -> None:
+        self.policies.get(policy)  # raises PolicyError naming the known policies
+        if not self.store.set_queue(queue, {"policy": policy}):
+            raise LookupError(f"queue {queue!r} does not exist")
+        log.info("queue policy set", queue=queue, policy=policy)
+        self.wake_scheduler()
 
     def start_job(self, jobid: int, location: str) -> bool:
         """Mark the job starting (committed), launch it, mark it running; False if refused."""
@@ -268,14 +310,17 @@ class QueueManager:
             now = self.clock.now()
             self.store.update_job(jobid, {"state": states.RUNNING, "starttime": now},
                                   expect_states=[states.STARTING])
-        self.accounting.write(now, "S", jobid, {
+        self._write_start(job, location, now)
+        log.info("job started", jobid=jobid, location=location)
+        return True
+
+    def _write_start(self, job: Mapping[str, Any], location: str, now: float) -> None:
+        self.accounting.write(now, "S", job["jobid"], {
             "queue": job["queue"], "user": job["user"], "account": job["project"],
             "qtime": int(job["submittime"]), "start": int(now), "exec_host": location,
             "Resource_List.nodect": job["nodes"],
             "Resource_List.walltime": format_hms(job["walltime"]),
         })
-        log.info("job started", jobid=jobid, location=location)
-        return True
 
     def job_ended(self, jobid: int, exit_status: int | None, reason: str, end_time: float) -> bool:
         """The system reports an end; idempotent, so the system may repeat it after a crash."""
@@ -318,9 +363,12 @@ class QueueManager:
                                               expect_states=[states.STARTING])
                         log.info("job returned to queue after restart", jobid=job["jobid"])
                     else:
-                        self.store.update_job(job["jobid"], {"state": states.RUNNING,
-                                                             "starttime": self.clock.now()},
-                                              expect_states=[states.STARTING])
+                        now = self.clock.now()
+                        if self.store.update_job(job["jobid"], {"state": states.RUNNING,
+                                                                "starttime": now},
+                                                 expect_states=[states.STARTING]):
+                            # The crash came between launch and the S record: write it now.
+                            self._write_start(job, job["location"], now)
                 elif status == "unknown":
                     self.job_ended(job["jobid"], None, "lost", self.clock.now())
 

@@ -22,13 +22,40 @@ from typing import Any
 KILL_GRACE_SECONDS = 10.0
 
 
-def _log(spec: dict[str, Any], message: str) -> None:
-    """Append to the job's .cobaltlog; a missing or unwritable log never stops the job."""
+def _open_cobaltlog(spec: dict[str, Any]) -> int | None:
+    """Open the job's .cobaltlog with the job owner's rights, never root's.
+
+    The user chose the path, so the runner (root) takes on the user's uid, gid and groups just
+    for the open, and refuses to follow a symbolic link; otherwise a user could make root
+    create or append to any file. None if the user may not write there.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+    if os.geteuid() != 0 or spec["uid"] == 0:
+        try:
+            return os.open(spec["cobaltlog"], flags, 0o644)
+        except OSError:
+            return None
+    import pwd
+
+    saved_groups = os.getgroups()
+    os.setgroups(os.getgrouplist(pwd.getpwuid(spec["uid"]).pw_name, spec["gid"]))
+    os.setegid(spec["gid"])
+    os.seteuid(spec["uid"])
     try:
-        with open(spec["cobaltlog"], "a") as stream:
-            stream.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+        return os.open(spec["cobaltlog"], flags, 0o644)
     except OSError:
-        pass
+        return None
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+        os.setgroups(saved_groups)
+
+
+def _log(fd: int | None, message: str) -> None:
+    """Append to the job's .cobaltlog; a missing or unwritable log never stops the job."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n".encode())
 
 
 def _exec_job(spec: dict[str, Any]) -> None:
@@ -63,6 +90,7 @@ def _exec_job(spec: dict[str, Any]) -> None:
 def run(spec_path: Path) -> int:
     spec = json.loads(spec_path.read_text())
     status_path = Path(spec["status_path"])
+    cobaltlog = _open_cobaltlog(spec)
     pid = os.fork()
     if pid == 0:
         _exec_job(spec)
@@ -78,7 +106,7 @@ def run(spec_path: Path) -> int:
             kill_at = time.monotonic() + spec.get("kill_grace", KILL_GRACE_SECONDS)
 
     signal.signal(signal.SIGTERM, _request_kill)
-    _log(spec, f"job {spec['jobid']} started on {spec['cobalt_env']['COBALT_PARTNAME']} "
+    _log(cobaltlog, f"job {spec['jobid']} started on {spec['cobalt_env']['COBALT_PARTNAME']} "
                f"(runner pid {os.getpid()}, job pid {pid})")
     while True:
         try:
@@ -97,7 +125,7 @@ def run(spec_path: Path) -> int:
             kill_at = float("inf")
         time.sleep(0.05)
     exit_status = os.waitstatus_to_exitcode(status)
-    _log(spec, f"job {spec['jobid']} ended: {reason}, exit status {exit_status}")
+    _log(cobaltlog, f"job {spec['jobid']} ended: {reason}, exit status {exit_status}")
     tmp = status_path.with_name(status_path.name + ".tmp")
     tmp.write_text(json.dumps({"jobid": spec["jobid"], "exit_status": exit_status,
                                "reason": reason, "end_time": time.time()}))

@@ -182,6 +182,9 @@ class SystemService:
             jobid, pid = record["jobid"], record.get("runner_pid")
             status = self._read_status(jobid)
             if status is None and pid is None:
+                # The crash may have come between starting the runner and recording its pid.
+                pid = _find_runner(path)
+            if status is None and pid is None:
                 # Crashed between holding the place and starting the runner: nothing ran.
                 status = {"jobid": jobid, "exit_status": None, "reason": "lost",
                           "end_time": self.clock.now()}
@@ -210,6 +213,20 @@ def _alive(pid: int, popen: subprocess.Popen[bytes] | None) -> bool:
         return b"cobaltlite.system.runner" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+def _find_runner(record: Path) -> int | None:
+    """The pid of a live runner started on `record`, found by its command line."""
+    wanted = f"cobaltlite.system.runner\0{record}\0".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if wanted in proc.joinpath("cmdline").read_bytes():
+                return int(proc.name)
+        except OSError:
+            continue
+    return None
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
