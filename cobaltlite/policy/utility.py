@@ -118,6 +118,32 @@ class UtilityFunction:
             job.score = score
             job.threshold = threshold
 
+    def score_jobs_keeping(self, jobs: Sequence[ScoredJob], inputs: PassInputs) -> dict[int, str]:
+        """Like score_jobs, but a job the function fails on keeps its previous score and
+        threshold; returns {jobid: error} for those jobs. For live scheduling, where one bad
+        job or function must not stop the others."""
+        if self.needs_queue_stats and jobs:
+            inputs.max_queued_time = max(j.queued_time for j in jobs)
+            walls = [j.wall_time for j in jobs]
+            inputs.max_wall_time, inputs.min_wall_time = max(walls), min(walls)
+        call, function, options = self.call, self.function, self.options
+        failures: dict[int, str] = {}
+        for job in jobs:
+            try:
+                raw = call(function, job, inputs, options)
+                if type(raw) is tuple:
+                    score, threshold = float(raw[0]), float(raw[1])
+                else:
+                    score = threshold = float(raw)
+            except Exception as exc:
+                failures[job.jobid] = f"{type(exc).__name__}: {exc}"
+                continue
+            if math.isfinite(score) and math.isfinite(threshold):
+                job.score, job.threshold = score, threshold
+            else:
+                failures[job.jobid] = f"returned a non-finite value ({score!r}, {threshold!r})"
+        return failures
+
 
 def make_utility(
     function: Callable[..., Any], name: str | None = None, options: Mapping[str, Any] | None = None
