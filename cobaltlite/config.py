@@ -43,6 +43,9 @@ class Config:
     kill_grace: float = 10.0
     default_policy: str = "default"
     scheduler_clock: str = "wall"  # "queue-manager": read the time from the queue manager (Qsim)
+    utility_file: str = ""  # a Python file of site utility functions; empty: builtins only
+    utility_reload: str = "auto"  # auto: reload when the file changes; manual: schedctl only
+    utility_budget: float = 2.0  # seconds one policy may spend scoring one pass
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -94,6 +97,9 @@ metrics_interval: 30       # seconds between metrics samples
 kill_grace: 10             # seconds between SIGTERM and SIGKILL for a killed job
 default_policy: default    # utility function of new queues
 scheduler_clock: wall      # wall | queue-manager (a scheduler driven by Qsim over RPC)
+utility_file: ""           # site utility functions (see etc/utility-functions.py)
+utility_reload: auto       # auto: reload when the file changes | manual: schedctl --reread-policy
+utility_budget: 2          # seconds one policy may spend scoring one pass
 """
 
 

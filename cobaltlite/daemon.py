@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -35,6 +36,7 @@ from cobaltlite.rpc.transport import (
 log = structlog.get_logger("daemon")
 
 RECONCILE_INTERVAL = 30.0
+UTILITY_POLL_INTERVAL = 1.0
 USER_IDLE_TIMEOUT = 10.0
 """Seconds an idle user connection may hold a server worker; without it one user could take
 every worker with idle connections and lock everyone else out."""
@@ -56,8 +58,31 @@ def _serve_users(path: Path, api: object, object_id: str):
     return daemon
 
 
+def _watch_utility_file(manager: Any, config: Config, stop: threading.Event) -> None:
+    """Load the utility file at start, then (utility_reload: auto) whenever it changes."""
+    path = Path(config.utility_file)
+    seen: tuple[int, int, int] | None = None
+    first = True
+    while True:
+        try:
+            info = path.stat()
+            current: tuple[int, int, int] | None = (info.st_mtime_ns, info.st_size, info.st_ino)
+        except OSError:
+            current = None
+        if first or (config.utility_reload == "auto" and current != seen):
+            try:
+                manager.reload_policies("startup" if first else "file change (auto reload)")
+            except Exception as exc:  # refused: logged by the registry; old policies stay
+                log.warning("utility file not activated", error=str(exc))
+            first = False
+        seen = current
+        if stop.wait(UTILITY_POLL_INTERVAL):
+            return
+
+
 def run_queue_manager(config: Config, stop: threading.Event) -> list:
     from cobaltlite.accounting import AccountingLog
+    from cobaltlite.policy.registry import PolicyRegistry
     from cobaltlite.queue_manager.api import ComponentAPI, UserAPI
     from cobaltlite.queue_manager.manager import QueueManager
     from cobaltlite.queue_manager.store import JobStore
@@ -73,7 +98,13 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
         with contextlib.suppress(Exception):
             scheduler.wake()
 
-    manager = QueueManager(store, WallClock(), accounting, Peer(config, "system"), wake)
+    registry = PolicyRegistry(Path(config.utility_file) if config.utility_file else None,
+                              config.utility_budget)
+    manager = QueueManager(store, WallClock(), accounting, Peer(config, "system"), wake,
+                           registry)
+    if config.utility_file:
+        threading.Thread(target=_watch_utility_file, args=(manager, config, stop),
+                         name="utility file", daemon=True).start()
 
     def reconcile() -> None:
         # At start, then every RECONCILE_INTERVAL: a system that was down catches up.

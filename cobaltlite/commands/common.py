@@ -209,6 +209,15 @@ class QueueManagerClient:
     def limits(self) -> dict[str, Any]:
         return dict(self._call("limits"))
 
+    def reread_policy(self) -> dict[str, Any]:
+        return dict(self._call("reread_policy"))
+
+    def set_queue_policy(self, queue: str, policy: str) -> None:
+        self._call("set_queue_policy", queue, policy)
+
+    def policy_status(self) -> dict[str, Any]:
+        return dict(self._call("policy_status"))
+
 
 @contextmanager
 def connect_queue_manager() -> Iterator[QueueManagerClient]:

@@ -1,39 +1,97 @@
-"""`schedctl`: start, stop or show the scheduler (starting and stopping need admin rights)."""
+"""schedctl: control the scheduler and its utility functions.
+
+--start/--stop pause and resume scheduling; --reread-policy checks and activates the utility
+file; --check validates a file without activating it; --try replays a job log with a candidate
+function and with the current policy and prints both side by side. Starting, stopping and
+rereading need root or the admin group; --status, --check and --try are open to everyone
+(--check and --try run in this process, so no untested code ever runs in a daemon).
+"""
 
 from __future__ import annotations
 
-import argparse
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from Pyro5.errors import CommunicationError
+import Pyro5.errors
+from rich.console import Console
 
+from cobaltlite.commands.common import (
+    CommandError,
+    CommandParser,
+    add_help_option,
+    connect_queue_manager,
+    run_command,
+)
 from cobaltlite.config import load_config
 from cobaltlite.errors import CobaltliteError
+from cobaltlite.policy.loader import SampleJob, compile_file, load_and_validate
+from cobaltlite.policy.utility import PassInputs, PolicyError, UtilityFunction, builtin_policy
 from cobaltlite.rpc.transport import connect
 
+PROG = "schedctl"
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="schedctl",
-        description="Control the cobaltlite scheduler. --start and --stop need root or the "
-        "configured admin group; --status is open to everyone.",
-    )
+
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog=PROG, description=__doc__.splitlines()[0], add_help=False)
+    add_help_option(parser)
     action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--start", action="store_true", help="resume scheduling passes")
+    action.add_argument("--start", action="store_true", help="resume scheduling passes (admin)")
     action.add_argument("--stop", action="store_true",
-                        help="stop starting jobs (running jobs go on; queued jobs wait)")
-    action.add_argument("--status", action="store_true", help="show whether scheduling is on")
+                        help="stop starting jobs; running jobs go on, queued jobs wait (admin)")
+    action.add_argument("--status", action="store_true",
+                        help="scheduling on or off, the active utility file, and any function "
+                        "that failed since the last reload")
+    action.add_argument("--reread-policy", action="store_true",
+                        help="check the configured utility file and activate it if it passes; "
+                        "the previous functions stay active otherwise (admin)")
+    action.add_argument("--check", metavar="FILE", type=Path,
+                        help="run every check of a reload on FILE (ownership and mode, "
+                        "compilation, every function on the current queued jobs within the "
+                        "time budget) without activating anything")
+    action.add_argument("--try", dest="try_file", metavar="FILE", type=Path,
+                        help="replay a job log with a function from FILE and with the current "
+                        "policy, and print their metrics side by side (needs --policy, --against)")
+    parser.add_argument("--policy", metavar="NAME", help="with --try: the function in FILE")
+    parser.add_argument("--against", metavar="LOG", type=Path,
+                        help="with --try: the job log to replay (the production accounting log "
+                        "or any trace qsim reads)")
+    parser.add_argument("--queue", default="default",
+                        help="with --try: compare with this queue's current policy "
+                        "(default: default)")
+    parser.add_argument("--current", metavar="NAME",
+                        help="with --try: compare with this policy instead of asking the queue "
+                        "manager")
+    parser.add_argument("--machine", metavar="SPEC",
+                        help="with --try: the machine to replay on (default: the instance's)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run_command(PROG, lambda: _run(build_parser().parse_args(argv)))
+
+
+def _run(args: Any) -> int:
+    if args.try_file is not None:
+        return _try(args)
+    if args.check is not None:
+        return _check(args.check)
+    if args.reread_policy:
+        with connect_queue_manager() as qm:
+            outcome = qm.reread_policy()
+        print(f"activated {outcome['file']} (sha256 {outcome['sha256'][:12]}): "
+              f"{', '.join(outcome['functions'])}")
+        return 0
+    return _scheduler(args)
+
+
+def _scheduler(args: Any) -> int:
     try:
         config = load_config()
     except CobaltliteError as exc:
-        print(f"schedctl: {exc}", file=sys.stderr)
-        return 1
+        raise CommandError(str(exc)) from None
     scheduler = connect(f"PYRO:scheduler-control@./u:{config.admin_socket}")
     try:
         if args.start:
@@ -49,13 +107,107 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"backfilling: {status['backfill']}")
             if status["last_error"]:
                 print(f"last pass failed: {status['last_error']}")
+            with connect_queue_manager() as qm:
+                _print_policy_status(qm.policy_status())
     except PermissionError as exc:
-        print(f"schedctl: {exc}", file=sys.stderr)
-        return 1
-    except (CommunicationError, OSError) as exc:
-        print(f"schedctl: cannot reach the scheduler at {config.admin_socket}: {exc} "
-              "(is `cobaltlite up` running?)", file=sys.stderr)
-        return 1
+        raise CommandError(str(exc)) from None
+    except (Pyro5.errors.CommunicationError, OSError) as exc:
+        raise CommandError(f"cannot reach the scheduler at {config.admin_socket}: {exc} "
+                           "(is `cobaltlite up` running?)") from None
+    return 0
+
+
+def _print_policy_status(status: dict[str, Any]) -> None:
+    if status["utility_file"]:
+        functions = ", ".join(status["site_functions"]) or "none active"
+        print(f"utility file: {status['utility_file']} ({functions})")
+        last = status["last_reload"]
+        if last:
+            print(f"last reload: {last['outcome']}, asked by {last['requested_by']}"
+                  + (f": {last['error']}" if last.get("error") else ""))
+    else:
+        print("utility file: none configured (builtin policies only)")
+    for name, error in sorted(status["errors"].items()):
+        suspended = " [suspended until the next reload]" if name in status["suspended"] else ""
+        print(f"policy {name} failing: {error}{suspended}")
+
+
+def _sample_inputs() -> tuple[list[Any], PassInputs]:
+    """The current queue and machine when the queue manager answers, else a sample."""
+    try:
+        with connect_queue_manager() as qm:
+            limits = qm.limits()
+            rows = [r for r in qm.jobs() if r["state"] == "queued"]
+    except CommandError:
+        return [], PassInputs(0.0, 1024, 1)
+    now = time.time()
+    jobs = [SampleJob(r["jobid"], now - r["submittime"], float(r["walltime"]), r["nodes"],
+                      r["user"], r["project"], r["queue"]) for r in rows]
+    return jobs, PassInputs(now, limits["machine_nodes"], limits["min_block_size"])
+
+
+def _check(path: Path) -> int:
+    jobs, inputs = _sample_inputs()
+    try:
+        loaded = load_and_validate(path, jobs, inputs)
+    except PolicyError as exc:
+        raise CommandError(str(exc)) from None
+    against = f"{len(jobs)} queued jobs" if jobs else "the built-in sample jobs"
+    print(f"{path}: OK, {len(loaded.functions)} function(s) checked against {against}: "
+          f"{', '.join(loaded.functions)}")
+    return 0
+
+
+def _current_policy(args: Any) -> UtilityFunction:
+    name = args.current
+    if name is None:
+        with connect_queue_manager() as qm:
+            queues = {q["name"]: q for q in qm.queues()}
+        if args.queue not in queues:
+            raise CommandError(f"queue {args.queue!r} does not exist")
+        name = queues[args.queue]["policy"]
+    try:
+        return builtin_policy(name)
+    except PolicyError:
+        pass
+    config = load_config()
+    if not config.utility_file:
+        raise CommandError(f"policy {name!r} is neither builtin nor in a utility file")
+    try:
+        site = compile_file(Path(config.utility_file)).functions
+    except PolicyError as exc:
+        raise CommandError(f"the current utility file: {exc}") from None
+    if name not in site:
+        raise CommandError(f"policy {name!r} is not in {config.utility_file}")
+    return site[name]
+
+
+def _try(args: Any) -> int:
+    from cobaltlite.qsim.metrics import compare_metrics
+    from cobaltlite.qsim.replay import ReplaySettings, replay
+
+    if not args.policy or not args.against:
+        raise CommandError("--try FILE needs --policy NAME and --against LOG")
+    try:
+        candidates = compile_file(args.try_file).functions
+    except PolicyError as exc:
+        raise CommandError(str(exc)) from None
+    if args.policy not in candidates:
+        raise CommandError(f"{args.try_file} has no function {args.policy!r} "
+                           f"(it has: {', '.join(candidates)})")
+    current = _current_policy(args)
+    machine = args.machine or load_config().machine
+    runs = []
+    for label, policy in ((f"{current.name} (current)", current),
+                          (f"{args.policy} (candidate)", candidates[args.policy])):
+        try:
+            report = replay(ReplaySettings(trace=args.against, machine=machine, policy=policy))
+        except (CobaltliteError, PolicyError) as exc:
+            raise CommandError(f"replay with {policy.name}: {exc}") from None
+        runs.append((label, report.metrics))
+    Console().print(compare_metrics(runs))
+    print(f"{args.against}: {runs[0][1]['jobs']} jobs replayed on {machine}; "
+          "nothing was activated")
     return 0
 
 

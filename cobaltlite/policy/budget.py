@@ -17,8 +17,11 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-class BudgetExceeded(Exception):
-    """Raised in the scoring thread when its time budget runs out."""
+class BudgetExceeded(BaseException):
+    """Raised in the scoring thread when its time budget runs out.
+
+    A BaseException, like KeyboardInterrupt, so that neither a utility function's own
+    `except Exception` nor the per-job error handling of scoring can swallow it."""
 
 
 def run_with_budget(work: Callable[[], T], seconds: float) -> T:

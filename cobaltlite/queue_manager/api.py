@@ -14,6 +14,7 @@ from typing import Any
 
 import Pyro5.api
 
+from cobaltlite.policy.utility import PolicyError
 from cobaltlite.queue_manager.manager import Caller, QueueManager, SubmissionError
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
 
@@ -56,6 +57,31 @@ class UserAPI:
 
     def limits(self) -> dict[str, Any]:
         return self._qm.limits()
+
+    def _require_admin(self, what: str) -> Caller:
+        caller = self._caller()
+        if not caller.is_admin:
+            raise PermissionError(f"{what} needs root or membership of the admin group")
+        return caller
+
+    def reread_policy(self) -> dict[str, Any]:
+        """Check and activate the utility file now (schedctl --reread-policy)."""
+        caller = self._require_admin("schedctl --reread-policy")
+        try:
+            return self._qm.reload_policies(caller.user)
+        except PolicyError as exc:
+            raise ValueError(f"{exc}; the previous policies stay active") from None
+
+    def set_queue_policy(self, queue: str, policy: str) -> None:
+        """cqadm --policy NAME QUEUE."""
+        self._require_admin("cqadm --policy")
+        try:
+            self._qm.set_queue_policy(queue, policy)
+        except PolicyError as exc:
+            raise ValueError(str(exc)) from None
+
+    def policy_status(self) -> dict[str, Any]:
+        return self._qm.policies.status()
 
 
 @Pyro5.api.expose
