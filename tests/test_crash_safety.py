@@ -485,7 +485,9 @@ def test_a_runner_started_just_before_a_system_crash_is_readopted(
         assert started and started[0].poll() is None, "the runner should be running"
         monkeypatch.setattr(service_module, "_write_json", real_write)
         restarted = service_module.SystemService(description, tmp_path, WallClock(), report)
-        assert restarted.job_status(7) == "running"
+        files = {p.name: p.read_text()[:200] for p in (tmp_path / "system").iterdir()}
+        assert restarted.job_status(7) == "running", (
+            f"runner alive: {started[0].poll() is None}, files: {files}")
         assert restarted.allocations() and restarted.allocations()[0]["jobid"] == 7
     finally:
         for runner in started:

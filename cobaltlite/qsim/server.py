@@ -31,9 +31,10 @@ class QsimQueueManagerAPI:
     def now(self) -> float:
         return self._qsim.clock.now()
 
-    def schedulable_jobs(self) -> list[dict[str, Any]]:
-        return [{"jobid": j.jobid, "size": j.size, "wall_time": j.wall_time, "score": j.score,
-                 "threshold": j.threshold} for j in self._qsim.schedulable_jobs()]
+    def schedulable_jobs(self) -> list[list[Any]]:
+        """Rows (jobid, size, wall_time, score, threshold), as the queue manager sends them."""
+        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold]
+                for j in self._qsim.schedulable_jobs()]
 
     def start_job(self, jobid: int, location: str) -> bool:
         return self._qsim.start_job(jobid, location)

@@ -95,7 +95,7 @@ class ComponentAPI:
     def now(self) -> float:
         return self._qm.clock.now()
 
-    def schedulable_jobs(self) -> list[dict[str, Any]]:
+    def schedulable_jobs(self) -> list[list[Any]]:
         return self._qm.schedulable_jobs()
 
     def start_job(self, jobid: int, location: str) -> bool:

@@ -90,6 +90,36 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+class ScoreWriter:
+    """Writes the latest scores (shown by qstat) from a thread of its own.
+
+    Writing 10,000 scores took as long as the rest of a pass; scores are recomputed at every
+    pass, so only the newest set matters and a crash loses nothing worth keeping.
+    """
+
+    def __init__(self, store: JobStore) -> None:
+        self._store = store
+        self._latest: dict[int, float] | None = None
+        self._ready = threading.Condition()
+        threading.Thread(target=self._run, name="score writer", daemon=True).start()
+
+    def submit(self, scores: dict[int, float]) -> None:
+        with self._ready:
+            self._latest = scores
+            self._ready.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while self._latest is None:
+                    self._ready.wait()
+                scores, self._latest = self._latest, None
+            try:
+                self._store.set_scores(scores)
+            except Exception as exc:  # the database is busy or gone: the next pass retries
+                log.warning("scores not saved", error=str(exc))
+
+
 class QueueManager:
     def __init__(
         self,
@@ -108,6 +138,7 @@ class QueueManager:
         self.policies = policies or PolicyRegistry()
         self._lock = threading.RLock()
         self._limits: dict[str, Any] | None = None
+        self._score_writer = ScoreWriter(store)
 
     def limits(self) -> dict[str, Any]:
         if self._limits is None:
@@ -222,7 +253,7 @@ class QueueManager:
 
     # ---- the scheduler ----------------------------------------------------------------
 
-    def schedulable_jobs(self) -> list[dict[str, Any]]:
+    def schedulable_jobs(self) -> list[list[Any]]:
         """Runnable queued jobs of scheduled queues, scored now by their queue's policy.
 
         A policy that fails on a job leaves that job its previous score; one that overruns the
@@ -233,21 +264,22 @@ class QueueManager:
         queues = {q["name"]: q for q in self.store.queues()
                   if q["state"] in SCHEDULED_QUEUE_STATES}
         by_policy: dict[str, list[_Scored]] = {}
-        for row in self.store.jobs(states=[states.QUEUED]):
-            queue = queues.get(row["queue"])
-            if queue is None or row["user_hold"] or row["admin_hold"] or self._dep_held(row):
+        for (jobid, nodes, walltime, submit, user, project, queue_name, score, user_hold,
+             admin_hold, deps) in self.store.queued_for_scoring():
+            queue = queues.get(queue_name)
+            if queue is None or user_hold or admin_hold or (deps and self._dep_held(
+                    {"dependencies": deps})):
                 continue
             by_policy.setdefault(queue["policy"], []).append(_Scored(
-                row["jobid"], row["nodes"], float(row["walltime"]), now - row["submittime"],
-                row["user"], row["project"], row["queue"], queue["priority"],
-                row["score"], row["score"]))
+                jobid, nodes, float(walltime), now - submit, user, project, queue_name,
+                queue["priority"], score, score))
         ready: list[_Scored] = []
         for name, jobs in by_policy.items():
             ready.extend(jobs)
             self._score(name, jobs, self._inputs(now))
-        self.store.set_scores({j.jobid: j.score for j in ready})
-        return [{"jobid": j.jobid, "size": j.size, "wall_time": j.wall_time,
-                 "score": j.score, "threshold": j.threshold} for j in ready]
+        self._score_writer.submit({j.jobid: j.score for j in ready})
+        # Compact rows (jobid, size, wall_time, score, threshold): a pass may carry 10,000.
+        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold] for j in ready]
 
     def _inputs(self, now: float) -> PassInputs:
         limits = self.limits()

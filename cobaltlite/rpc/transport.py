@@ -104,6 +104,12 @@ class SecureDaemon(Pyro5.server.Daemon):
         return "ok"
 
 
+WIRE_SERIALIZER = "json"
+"""Pyro5's JSON serializer: the stdlib's C codec decodes 10,000 job rows in tens of
+milliseconds where serpent (literal_eval) took seconds, and it is safe to decode from any
+local user. Components exchange only plain data (str, int, float, bool, None, lists, dicts)."""
+
+
 def serve(
     obj: object,
     *,
@@ -184,7 +190,7 @@ def connect(
     """
     proxy = Pyro5.api.Proxy(uri)
     # Pinned so a PYRO_SERIALIZER environment variable cannot change what goes on the wire.
-    proxy._pyroSerializer = "serpent"
+    proxy._pyroSerializer = WIRE_SERIALIZER
     proxy._pyroTimeout = timeout
     if secret is not None:
         proxy._pyroHandshake = secret

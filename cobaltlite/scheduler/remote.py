@@ -48,7 +48,8 @@ class RemoteSite:
         return self._machine
 
     def schedulable_jobs(self) -> list[RemoteJob]:
-        jobs = [RemoteJob(**row) for row in self.queue_manager.schedulable_jobs()]
+        # Rows are (jobid, size, wall_time, score, threshold).
+        jobs = [RemoteJob(*row) for row in self.queue_manager.schedulable_jobs()]
         self._walltime = {j.jobid: j.wall_time for j in jobs}
         return jobs
 
