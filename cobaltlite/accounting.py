@@ -42,15 +42,6 @@ _HMS = re.compile(r"(\d+):(\d\d):(\d\d)")
 # --------------------------------------------------------------------------------------- writing
 
 
-def format_hms(seconds: float) -> str:
-    """Seconds as Cobalt's `HH:MM:SS` (rounded to the second; hours grow past 99 as needed)."""
-    if seconds < 0:
-        raise ValueError(f"format_hms: negative duration {seconds}")
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
-
-
 def format_record(when: float, kind: str, jobid: object, fields: Mapping[str, object]) -> str:
     """One accounting record, without the newline.
 

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from cobaltlite.accounting import (
     AccountingLog,
-    format_hms,
     format_record,
     read_accounting_log,
 )
 from cobaltlite.errors import InputError
+from cobaltlite.timefmt import format_hms
 from cobaltlite.traces.model import TraceJob
 
 # 2009-03-16 09:00:00 UTC

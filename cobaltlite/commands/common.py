@@ -198,7 +198,9 @@ class QueueManagerClient:
         return int(self._call("submit", spec))
 
     def jobs(self, jobids: list[int] | None = None) -> list[Row]:
-        return list(self._call("jobs", jobids))
+        table = self._call("jobs", jobids)
+        columns = table["columns"]
+        return [dict(zip(columns, values, strict=True)) for values in table["rows"]]
 
     def delete(self, jobids: list[int]) -> list[Row]:
         return list(self._call("delete", jobids))

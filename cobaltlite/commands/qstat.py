@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cobaltlite.accounting import format_hms
 from cobaltlite.commands.common import (
     CommandError,
     CommandParser,
@@ -35,6 +34,7 @@ from cobaltlite.commands.common import (
     print_lines,
     run_command,
 )
+from cobaltlite.timefmt import format_hms
 
 PROG = "qstat"
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cobaltlite.accounting import AccountingLog, format_hms
+from cobaltlite.accounting import AccountingLog
 from cobaltlite.qsim.engine import ReplayObserver, SimJob
+from cobaltlite.timefmt import format_hms
 
 
 class AccountingObserver(ReplayObserver):

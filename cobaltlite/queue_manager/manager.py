@@ -14,13 +14,14 @@ from typing import Any, Protocol
 
 import structlog
 
-from cobaltlite.accounting import AccountingLog, format_hms
+from cobaltlite.accounting import AccountingLog
 from cobaltlite.clock import Clock
 from cobaltlite.policy.budget import BudgetExceeded, run_with_budget
 from cobaltlite.policy.registry import PolicyRegistry
 from cobaltlite.policy.utility import PassInputs, PolicyError
 from cobaltlite.queue_manager import states
 from cobaltlite.queue_manager.store import JobStore
+from cobaltlite.timefmt import format_hms
 
 log = structlog.get_logger("queue-manager")
 

@@ -49,7 +49,6 @@ from typing import Any
 
 import Pyro5.api
 import Pyro5.server
-import structlog
 from Pyro5.callcontext import current_context
 from Pyro5.serializers import SerializerBase
 from Pyro5.socketutil import SocketConnection
@@ -57,8 +56,6 @@ from Pyro5.socketutil import SocketConnection
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.rpc.errors import SecurityError
 from cobaltlite.rpc.secret import MIN_SECRET_CHARS
-
-log = structlog.get_logger(__name__)
 
 HANDSHAKE_TIMEOUT = 5.0
 # Socket file modes: components talk among themselves only; every user may reach the user socket.
@@ -95,7 +92,11 @@ class SecureDaemon(Pyro5.server.Daemon):
         if self._secret is not None:
             offered = data.encode() if isinstance(data, str) else b""
             if not hmac.compare_digest(offered, self._secret):
-                log.warning(
+                # Imported here: structlog costs user commands ~70 ms of start-up, and only a
+                # daemon ever refuses a handshake.
+                import structlog
+
+                structlog.get_logger(__name__).warning(
                     "rpc.handshake_refused", daemon=self.locationStr, peer=_describe_peer(conn)
                 )
                 # Pyro5 sends this message to the client in its "connection rejected" error.
