@@ -8,6 +8,7 @@ what a client sends. The clock is injected, so the same logic can run under Qsim
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -98,9 +99,13 @@ class ScoreWriter:
     pass, so only the newest set matters and a crash loses nothing worth keeping.
     """
 
+    INTERVAL = 1.0
+    """At most one write a second: passes come in bursts, and only the newest scores matter."""
+
     def __init__(self, store: JobStore) -> None:
         self._store = store
         self._latest: dict[int, float] | None = None
+        self._written: dict[int, float] = {}
         self._ready = threading.Condition()
         threading.Thread(target=self._run, name="score writer", daemon=True).start()
 
@@ -115,10 +120,13 @@ class ScoreWriter:
                 while self._latest is None:
                     self._ready.wait()
                 scores, self._latest = self._latest, None
+            changed = {j: v for j, v in scores.items() if self._written.get(j) != v}
             try:
-                self._store.set_scores(scores)
+                self._store.set_scores(changed)
+                self._written = scores
             except Exception as exc:  # the database is busy or gone: the next pass retries
                 log.warning("scores not saved", error=str(exc))
+            time.sleep(self.INTERVAL)
 
 
 class QueueManager:
