@@ -91,32 +91,12 @@ class UtilityFunction:
         return not _QUEUE_STATS.isdisjoint(self.parameters)
 
     def score_jobs(self, jobs: Sequence[ScoredJob], inputs: PassInputs) -> None:
-        """Set `score` and `threshold` on every job; raise PolicyError naming the job at fault."""
-        if self.needs_queue_stats and jobs:
-            inputs.max_queued_time = max(j.queued_time for j in jobs)
-            walls = [j.wall_time for j in jobs]
-            inputs.max_wall_time, inputs.min_wall_time = max(walls), min(walls)
-        call, function, options = self.call, self.function, self.options
-        isfinite = math.isfinite
-        for job in jobs:
-            try:
-                raw = call(function, job, inputs, options)
-                if type(raw) is tuple:
-                    score, threshold = float(raw[0]), float(raw[1])
-                else:
-                    score = threshold = float(raw)
-            except Exception as exc:
-                raise PolicyError(
-                    f"utility function {self.name!r} failed on job {job.jobid}: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            if not (isfinite(score) and isfinite(threshold)):
-                raise PolicyError(
-                    f"utility function {self.name!r} returned a non-finite value "
-                    f"({score!r}, {threshold!r}) for job {job.jobid}"
-                )
-            job.score = score
-            job.threshold = threshold
+        """Set `score` and `threshold` on every job; raise PolicyError naming the job at fault
+        (for replays, where a policy that fails must stop the run)."""
+        failures = self.score_jobs_keeping(jobs, inputs)
+        if failures:
+            jobid, error = next(iter(failures.items()))
+            raise PolicyError(f"utility function {self.name!r} failed on job {jobid}: {error}")
 
     def score_jobs_keeping(self, jobs: Sequence[ScoredJob], inputs: PassInputs) -> dict[int, str]:
         """Like score_jobs, but a job the function fails on keeps its previous score and
@@ -127,6 +107,7 @@ class UtilityFunction:
             walls = [j.wall_time for j in jobs]
             inputs.max_wall_time, inputs.min_wall_time = max(walls), min(walls)
         call, function, options = self.call, self.function, self.options
+        isfinite = math.isfinite
         failures: dict[int, str] = {}
         for job in jobs:
             try:
@@ -138,7 +119,7 @@ class UtilityFunction:
             except Exception as exc:
                 failures[job.jobid] = f"{type(exc).__name__}: {exc}"
                 continue
-            if math.isfinite(score) and math.isfinite(threshold):
+            if isfinite(score) and isfinite(threshold):
                 job.score, job.threshold = score, threshold
             else:
                 failures[job.jobid] = f"returned a non-finite value ({score!r}, {threshold!r})"
