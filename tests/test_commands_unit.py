@@ -37,7 +37,8 @@ class FakeQueueManager:
         self.submitted.append(spec)
         return 41 + len(self.submitted)
 
-    def jobs(self, jobids: list[int] | None = None) -> list[dict[str, Any]]:
+    def jobs(self, jobids: list[int] | None = None,
+             fields: list[str] | None = None) -> list[dict[str, Any]]:
         if jobids is None:
             return [j for j in self.job_rows if j["state"] != "done"]
         return [j for j in self.job_rows if j["jobid"] in jobids]
@@ -534,7 +535,7 @@ class _FailingProxy:
     def __init__(self, error: Exception) -> None:
         self._error = error
 
-    def jobs(self, _jobids: list[int] | None) -> list[dict[str, Any]]:
+    def jobs(self, _jobids: list[int] | None, _fields: Any = None) -> list[dict[str, Any]]:
         raise self._error
 
 
@@ -556,3 +557,14 @@ def test_server_refusals_become_messages(error: Exception) -> None:
     client = common.QueueManagerClient(_FailingProxy(error), "/s", "")
     with pytest.raises(CommandError, match=r"^the 'debug' queue is dead$"):
         client.jobs()
+
+
+def test_qstat_asks_only_for_the_fields_its_header_reads() -> None:
+    from cobaltlite.commands.qstat import needed_fields
+
+    default = ["JobID", "User", "WallTime", "Nodes", "State", "Location"]
+    assert needed_fields(default, None) == sorted(
+        {"jobid", "user", "queue", "score", "walltime", "nodes", "display_state", "location"})
+    # Derived columns bring the fields they are computed from; sort keys count too.
+    assert {"starttime", "endtime", "walltime"} <= set(needed_fields(["TimeRemaining"], None))
+    assert "submittime" in needed_fields(default, ["SubmitTime"])

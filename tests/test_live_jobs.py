@@ -130,3 +130,14 @@ def test_qsim_replays_the_live_accounting_log(instance: Instance, tmp_path: Path
 
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["jobs_replayed"] == len(ended) > 0
+
+
+def test_qstat_full_and_long_listings_show_every_column(instance: Instance) -> None:
+    job = script(instance.jobs_dir, "named.sh", "sleep 20")
+    jobid = instance.qsub("-n", "1", "-t", "5", "--jobname", "visible", str(job))
+    full = instance.command("qstat", "-f", str(jobid))
+    assert full.returncode == 0, full.stderr
+    assert "visible" in full.stdout and "default" in full.stdout
+    long = instance.command("qstat", "-f", "-l", str(jobid))
+    assert "JobName" in long.stdout and "visible" in long.stdout
+    assert instance.command("qdel", str(jobid)).returncode == 0

@@ -161,7 +161,8 @@ class QueueManagerAPI(Protocol):
 
     def submit(self, spec: dict[str, Any]) -> int: ...
 
-    def jobs(self, jobids: list[int] | None = None) -> list[Row]: ...
+    def jobs(self, jobids: list[int] | None = None,
+             fields: Sequence[str] | None = None) -> list[Row]: ...
 
     def delete(self, jobids: list[int]) -> list[Row]: ...
 
@@ -197,8 +198,9 @@ class QueueManagerClient:
     def submit(self, spec: dict[str, Any]) -> int:
         return int(self._call("submit", spec))
 
-    def jobs(self, jobids: list[int] | None = None) -> list[Row]:
-        table = self._call("jobs", jobids)
+    def jobs(self, jobids: list[int] | None = None,
+             fields: Sequence[str] | None = None) -> list[Row]:
+        table = self._call("jobs", jobids, list(fields) if fields else None)
         columns = table["columns"]
         return [dict(zip(columns, values, strict=True)) for values in table["rows"]]
 

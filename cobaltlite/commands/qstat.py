@@ -115,6 +115,8 @@ class Column:
     value: Callable[[Row, float], Any]
     show: Callable[[Any], str] = str
     absent: str | None = None
+    needs: tuple[str, ...] = ()
+    """The job fields `value` reads: qstat asks the server for only these."""
 
     def text(self, row: Row, now: float, missing: str) -> str:
         value = self.value(row, now)
@@ -124,7 +126,7 @@ class Column:
 
 
 def _field(name: str, show: Callable[[Any], str] = str) -> Column:
-    return Column(lambda row, _now: row.get(name), show)
+    return Column(lambda row, _now: row.get(name), show, needs=(name,))
 
 
 JOB_COLUMNS: dict[str, Column] = {
@@ -132,9 +134,11 @@ JOB_COLUMNS: dict[str, Column] = {
     "jobname": _field("jobname"),
     "user": _field("user"),
     "walltime": _field("walltime", format_hms),
-    "queuedtime": Column(_queued_seconds, format_hms),
-    "runtime": Column(_run_seconds, format_hms, absent="N/A"),
-    "timeremaining": Column(_remaining_seconds, format_hms, absent="N/A"),
+    "queuedtime": Column(_queued_seconds, format_hms,
+                         needs=("starttime", "endtime", "submittime")),
+    "runtime": Column(_run_seconds, format_hms, absent="N/A", needs=("starttime", "endtime")),
+    "timeremaining": Column(_remaining_seconds, format_hms, absent="N/A",
+                            needs=("starttime", "endtime", "walltime")),
     "nodes": _field("nodes"),
     "state": _field("display_state"),
     "s": _field("short_state"),
@@ -152,7 +156,7 @@ JOB_COLUMNS: dict[str, Column] = {
     "index": Column(lambda _row, _now: None),
     "submittime": _field("submittime", format_timestamp),
     "endtime": _field("endtime", format_timestamp),
-    "path": Column(lambda row, _now: (row.get("env") or {}).get("PATH")),
+    "path": Column(lambda row, _now: (row.get("env") or {}).get("PATH"), needs=("env",)),
     "outputdir": _field("cwd"),
     "errorpath": _field("errorpath"),
     "outputpath": _field("outputpath"),
@@ -162,7 +166,8 @@ JOB_COLUMNS: dict[str, Column] = {
     "args": _field("args", lambda args: shlex.join(args) or MISSING),
     "project": _field("project"),
     "dependencies": _field("dependencies", _joined(":")),
-    "notify": Column(lambda row, _now: (row.get("attrs") or {}).get("notify")),
+    "notify": Column(lambda row, _now: (row.get("attrs") or {}).get("notify"),
+                     needs=("attrs",)),
     "score": _field("score", format_score),
     "attrs": _field("attrs", _joined(":")),
     "user_list": _field("user_list", _joined(":")),
@@ -268,8 +273,19 @@ def choose_header(args: argparse.Namespace, environ: Mapping[str, str]) -> list[
 # ---- selection -------------------------------------------------------------------------------
 
 
+def needed_fields(header: Sequence[str], sort: Sequence[str] | None) -> list[str]:
+    """The job fields the header and sort keys read, plus those selection itself uses."""
+    wanted = {"jobid", "user", "queue", "score"}
+    for name in [*header, *(sort or [])]:
+        column = JOB_COLUMNS.get(name.lower())
+        if column is not None:
+            wanted.update(column.needs)
+    return sorted(wanted)
+
+
 def select_jobs(
-    qm: QueueManagerAPI, targets: Sequence[str], users: Sequence[str] | None
+    qm: QueueManagerAPI, targets: Sequence[str], users: Sequence[str] | None,
+    fields: Sequence[str] | None = None,
 ) -> tuple[list[Row], list[str]]:
     """Jobs named by id or by queue (all unfinished jobs when none is named), of `users` if set.
 
@@ -280,7 +296,7 @@ def select_jobs(
     rows: list[Row] = []
     problems: list[str] = []
     if jobids:
-        rows = qm.jobs(jobids)
+        rows = qm.jobs(jobids, fields)
         found = {row["jobid"] for row in rows}
         problems += [f"job {jobid} not found" for jobid in jobids if jobid not in found]
     if queue_names:
@@ -289,9 +305,10 @@ def select_jobs(
                      for name in queue_names if name not in known]
         wanted = set(queue_names)
         seen = {row["jobid"] for row in rows}
-        rows += [row for row in qm.jobs() if row["queue"] in wanted and row["jobid"] not in seen]
+        rows += [row for row in qm.jobs(None, fields)
+                 if row["queue"] in wanted and row["jobid"] not in seen]
     if not targets:
-        rows = qm.jobs()
+        rows = qm.jobs(None, fields)
     if users:
         rows = [row for row in rows if row["user"] in users]
     return rows, problems
@@ -347,7 +364,8 @@ def show(qm: QueueManagerAPI, args: argparse.Namespace, environ: Mapping[str, st
         missing = QUEUE_MISSING
     else:
         users = args.user.split(":") if args.user else None
-        rows, problems = select_jobs(qm, args.targets, users)
+        sort_keys = args.sort.split(":") if args.sort else None
+        rows, problems = select_jobs(qm, args.targets, users, needed_fields(header, sort_keys))
         missing = MISSING
     sort = args.sort.split(":") if args.sort else None
     ordered = sort_rows(rows, header, sort, columns, now, args.reverse)

@@ -210,13 +210,23 @@ class QueueManager:
         self.wake_scheduler()
         return jobid
 
-    def jobs(self, jobids: Iterable[int] | None = None) -> list[dict[str, Any]]:
-        """Jobs not yet done (or the named ones, done or not), with the state qstat shows."""
-        rows = self.store.jobs(jobids=jobids, include_done=jobids is not None)
-        for row in rows:
-            row["display_state"] = states.display_state(
-                row["state"], row["user_hold"], row["admin_hold"], self._dep_held(row))
-            row["short_state"] = states.short_code(row["display_state"])
+    def jobs(
+        self, jobids: Iterable[int] | None = None, fields: Iterable[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Jobs not yet done (or the named ones, done or not), with the state qstat shows;
+        only `fields` (plus what the shown state is derived from) when given."""
+        wanted = None if fields is None else set(fields)
+        derived = wanted is None or bool(wanted & {"display_state", "short_state"})
+        if wanted is not None:
+            wanted -= {"display_state", "short_state"}
+            if derived:
+                wanted |= {"state", "user_hold", "admin_hold", "dependencies"}
+        rows = self.store.jobs(jobids=jobids, include_done=jobids is not None, fields=wanted)
+        if derived:
+            for row in rows:
+                row["display_state"] = states.display_state(
+                    row["state"], row["user_hold"], row["admin_hold"], self._dep_held(row))
+                row["short_state"] = states.short_code(row["display_state"])
         return rows
 
     def delete(self, caller: Caller, jobids: Iterable[int]) -> list[dict[str, Any]]:
