@@ -14,8 +14,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cobaltlite.errors import InputError
 
 COMPONENTS = ("queue-manager", "system", "scheduler", "metrics-monitor")
@@ -103,6 +101,12 @@ utility_budget: 2          # seconds one policy may spend scoring one pass
 """
 
 
+def instance_paths(state_dir: Path | None = None) -> Config:
+    """The instance's file layout without reading its YAML: what user commands need (sockets
+    are named by the state directory alone), at a fraction of the start-up cost."""
+    return Config(state_dir=Path(state_dir or default_state_dir()).resolve())
+
+
 def load_config(state_dir: Path | None = None) -> Config:
     """Read `<state_dir>/cobaltlite.yaml`; missing file = all defaults. Unknown keys are errors."""
     state_dir = Path(state_dir or default_state_dir()).resolve()
@@ -110,6 +114,8 @@ def load_config(state_dir: Path | None = None) -> Config:
     path = config.config_path
     if not path.exists():
         return config
+    import yaml  # here, not at the top: user commands need paths, not the YAML parser
+
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:

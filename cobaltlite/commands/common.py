@@ -16,8 +16,7 @@ from typing import Any, NoReturn, Protocol
 
 import Pyro5.errors
 
-from cobaltlite.config import load_config
-from cobaltlite.errors import CobaltliteError
+from cobaltlite.config import instance_paths
 from cobaltlite.rpc.transport import connect
 
 Row = dict[str, Any]
@@ -226,10 +225,7 @@ class QueueManagerClient:
 @contextmanager
 def connect_queue_manager() -> Iterator[QueueManagerClient]:
     """The queue manager of this instance (found through COBALTLITE_STATE_DIR, see config)."""
-    try:
-        config = load_config()
-    except CobaltliteError as exc:
-        raise CommandError(str(exc)) from None
+    config = instance_paths()
     socket_path = config.user_socket
     state_dir = os.environ.get("COBALTLITE_STATE_DIR")
     instance = (f"COBALTLITE_STATE_DIR={state_dir}" if state_dir
