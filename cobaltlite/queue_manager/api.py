@@ -51,9 +51,8 @@ class UserAPI:
         """Jobs as {"columns": [...], "rows": [[...], ...]}, with only `fields` when given:
         one header instead of a key per value, and only the columns qstat shows, keep a
         10,000-job listing small."""
-        rows = self._qm.jobs(jobids, fields)
-        columns = list(rows[0]) if rows else []
-        return {"columns": columns, "rows": [list(row.values()) for row in rows]}
+        columns, rows = self._qm.job_table(jobids, fields)
+        return {"columns": columns, "rows": rows}
 
     def delete(self, jobids: list[int]) -> list[dict[str, Any]]:
         return self._qm.delete(self._caller(), [int(j) for j in jobids])

@@ -213,21 +213,35 @@ class QueueManager:
     def jobs(
         self, jobids: Iterable[int] | None = None, fields: Iterable[str] | None = None
     ) -> list[dict[str, Any]]:
-        """Jobs not yet done (or the named ones, done or not), with the state qstat shows;
-        only `fields` (plus what the shown state is derived from) when given."""
+        """Jobs not yet done (or the named ones, done or not), with the state qstat shows."""
+        names, rows = self.job_table(jobids, fields)
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def job_table(
+        self, jobids: Iterable[int] | None = None, fields: Iterable[str] | None = None
+    ) -> tuple[list[str], list[list[Any]]]:
+        """`jobs` as (column names, value lists); only `fields` (plus what the shown state is
+        derived from) when given."""
         wanted = None if fields is None else set(fields)
         derived = wanted is None or bool(wanted & {"display_state", "short_state"})
         if wanted is not None:
             wanted -= {"display_state", "short_state"}
             if derived:
                 wanted |= {"state", "user_hold", "admin_hold", "dependencies"}
-        rows = self.store.jobs(jobids=jobids, include_done=jobids is not None, fields=wanted)
+        names, rows = self.store.job_table(jobids=jobids, include_done=jobids is not None,
+                                           fields=wanted)
         if derived:
+            at = {name: names.index(name)
+                  for name in ("state", "user_hold", "admin_hold", "dependencies")}
+            names = [*names, "display_state", "short_state"]
             for row in rows:
-                row["display_state"] = states.display_state(
-                    row["state"], row["user_hold"], row["admin_hold"], self._dep_held(row))
-                row["short_state"] = states.short_code(row["display_state"])
-        return rows
+                deps = row[at["dependencies"]]
+                shown = states.display_state(
+                    row[at["state"]], row[at["user_hold"]], row[at["admin_hold"]],
+                    bool(deps) and self._dep_held({"dependencies": deps}))
+                row.append(shown)
+                row.append(states.short_code(shown))
+        return names, rows
 
     def delete(self, caller: Caller, jobids: Iterable[int]) -> list[dict[str, Any]]:
         """Delete jobs; each result says what happened, so qdel can speak for every id."""

@@ -201,7 +201,21 @@ class JobStore:
         include_done: bool = False,
         fields: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
-        """Jobs in id order; with `fields`, only those columns (and the job id)."""
+        """Jobs in id order, as dicts; with `fields`, only those columns (and the job id)."""
+        names, rows = self.job_table(jobids=jobids, states=states, include_done=include_done,
+                                     fields=fields)
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def job_table(
+        self,
+        *,
+        jobids: Iterable[int] | None = None,
+        states: Iterable[str] | None = None,
+        include_done: bool = False,
+        fields: Iterable[str] | None = None,
+    ) -> tuple[list[str], list[list[Any]]]:
+        """Jobs in id order as (column names, value lists): the shape qstat's data travels in,
+        so listing 10,000 jobs builds no dict per row."""
         chosen = list(jobs_table.columns)
         if fields is not None:
             unknown = set(fields) - {c.name for c in chosen}
@@ -220,14 +234,14 @@ class JobStore:
             query = query.where(jobs_table.c.state != DONE)
         names = [c.name for c in chosen]
         json_at = [i for i, name in enumerate(names) if name in _JSON_COLUMNS]
-        result = []
+        rows = []
         with self.engine.connect() as conn:
             for row in conn.execute(query):
                 values = list(row)
                 for i in json_at:
                     values[i] = _decode_json(values[i])
-                result.append(dict(zip(names, values, strict=True)))
-        return result
+                rows.append(values)
+        return names, rows
 
     def queued_for_scoring(self) -> list[tuple[Any, ...]]:
         """Queued jobs as (jobid, nodes, walltime, submittime, user, project, queue, score,
