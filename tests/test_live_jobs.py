@@ -141,3 +141,25 @@ def test_qstat_full_and_long_listings_show_every_column(instance: Instance) -> N
     long = instance.command("qstat", "-f", "-l", str(jobid))
     assert "JobName" in long.stdout and "visible" in long.stdout
     assert instance.command("qdel", str(jobid)).returncode == 0
+
+
+def test_the_metrics_monitor_samples_utilization_and_queue_depth(instance: Instance) -> None:
+    """Seed 000's queue depth is the sum of the waits of all queued jobs."""
+    import time as clock
+
+    from cobaltlite.config import load_config
+    from cobaltlite.rpc.peers import Peer
+
+    sleeper = script(instance.jobs_dir, "hold4.sh", "sleep 15")
+    running = instance.qsub("-n", "4", "-t", "5", str(sleeper))
+    instance.wait_for(running, {"running"})
+    queued = instance.qsub("-n", "2", "-t", "5", str(sleeper))
+    clock.sleep(1.5)
+    monitor = Peer(load_config(instance.state_dir), "metrics-monitor")
+    sample = monitor.sample_now()
+    assert sample["running"] == 1 and sample["queued"] == 1
+    assert sample["utilization"] == 1.0  # 4 of 4 nodes busy
+    assert sample["queue_depth"] >= 1.0  # the queued job has waited at least that long
+    assert monitor.history(10)  # the periodic sampler (every second here) has run
+    for jobid in (queued, running):
+        instance.command("qdel", str(jobid))
