@@ -93,3 +93,16 @@ def test_run_time_failures_leave_the_job_its_previous_score(tmp_path: Path) -> N
     assert list(failures) == [jobs[1].jobid]
     assert (jobs[1].score, jobs[1].threshold) == (42.0, 42.0)
     assert jobs[0].score == jobs[0].queued_time
+
+
+def test_a_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
+    import os
+    import pwd
+
+    from unix_users import ALICE, ensure_test_users
+
+    ensure_test_users()
+    path = policy_file(tmp_path, "def mine(queued_time):\n    return queued_time\n")
+    os.chown(path, pwd.getpwnam(ALICE).pw_uid, -1)
+    with pytest.raises(PolicyError, match="only root or the daemon's account"):
+        load_and_validate(path, [], INPUTS)
