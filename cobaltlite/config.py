@@ -10,9 +10,8 @@ exists (a system-wide installation), else ~/.cobaltlite.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
 from cobaltlite.errors import InputError
 
@@ -44,7 +43,6 @@ class Config:
     utility_file: str = ""  # a Python file of site utility functions; empty: builtins only
     utility_reload: str = "auto"  # auto: reload when the file changes; manual: schedctl only
     utility_budget: float = 2.0  # seconds one policy may spend scoring one pass
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def database_url(self) -> str:
@@ -82,7 +80,7 @@ class Config:
         return self.state_dir / "cobaltlite.yaml"
 
 
-_KEYS = {f.name for f in fields(Config)} - {"state_dir", "extra"}
+_KEYS = {f.name for f in fields(Config)} - {"state_dir"}
 
 DEFAULT_CONFIG_TEXT = """\
 # cobaltlite instance configuration (see etc/cobaltlite.yaml for every option, commented).

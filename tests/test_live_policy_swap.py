@@ -79,24 +79,30 @@ def test_swapping_fcfs_for_wfp3_changes_the_start_order_without_a_restart(
     run_ok(instance, "schedctl", "--start")
     assert start_order(instance, first) == first
 
-    # The admin edits the file to WFP3 and reloads it.
+    # The admin edits the file to WFP3 and reloads it. A blocker holds the machine for a few
+    # seconds, so the three jobs are scored together in the same passes while they wait.
     run_ok(instance, "schedctl", "--stop")
+    blocker_script = instance.jobs_dir / "blocker.sh"
+    blocker_script.write_text("#!/bin/sh\nsleep 5\n")
+    blocker_script.chmod(0o755)
+    blocker = instance.qsub("-n", "4", "-t", "00:00:30", str(blocker_script))
     second = submit_batch(instance, ["30", "10", "1"])
     write_policy(instance, WFP3)
     assert "activated" in run_ok(instance, "schedctl", "--reread-policy")
-    # The next pass scores with WFP3: qstat shows the shortest job with the highest score.
-    instance.command("schedctl", "--start")
-    order = start_order(instance, second)
+    run_ok(instance, "schedctl", "--start")
+    instance.wait_for(blocker, {"running"})
     # Scores are saved about once a second. WFP3's favour the short job; they are too small
     # for qstat's %5.1f column (q/t is tiny here), so check the stored values and qstat's order,
     # which sorts by the raw score when the Score column is shown.
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 4
     while not all(instance.job(j)["score"] for j in second) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    scores = {j: instance.job(j)["score"] for j in second}
-    assert scores[second[2]] > scores[second[1]] > scores[second[0]] > 0, scores
+        time.sleep(0.2)
     shown = run_ok(instance, "qstat", "--header", "JobID:Score", "--reverse", *map(str, second))
+    scores = {j: instance.job(j)["score"] for j in second}
+    assert instance.job(blocker)["state"] == "running", "the blocker ended before the check"
+    assert scores[second[2]] > scores[second[1]] > scores[second[0]] > 0, scores
     assert [int(line.split()[0]) for line in shown.splitlines()[2:]] == list(reversed(second))
+    order = start_order(instance, second)
     assert order == list(reversed(second)), f"WFP3 runs the shortest first, got {order}"
     # Nothing was restarted.
     assert pids == {p.name: p.read_text() for p in (instance.state_dir / "run").glob("*.pid")}

@@ -6,7 +6,7 @@ A description is plain, immutable data. The runtime models (`bgp.BGPMachine`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 NODES_PER_NODECARD = 32
 """Blue Gene/P: 32 compute nodes on a node card; 16 node cards make a 512-node midplane."""
@@ -63,7 +63,4 @@ class FlatDescription:
     name: str
     nodes: int
     processors_per_node: int = 1
-    extra: dict[str, str] = field(default_factory=dict)
 
-
-MachineDescription = BGPDescription | FlatDescription

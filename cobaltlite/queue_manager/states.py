@@ -1,6 +1,6 @@
 """Job states as users see them in qstat, with Cobalt's short codes (reference §2.2).
 
-The stored state is one of `STORED_STATES`; holds are flags beside it, and the state qstat shows
+The stored state is one of the constants below; holds are flags beside it, and the state qstat shows
 is derived from both, in Cobalt's priority order (user_hold > dep_hold > admin_hold).
 """
 
@@ -13,7 +13,6 @@ KILLING = "killing"
 EXITING = "exiting"
 DONE = "done"
 
-STORED_STATES = (QUEUED, STARTING, RUNNING, KILLING, EXITING, DONE)
 ACTIVE_STATES = frozenset({STARTING, RUNNING, KILLING, EXITING})
 """States in which a job holds (or may hold) resources on the system."""
 

@@ -184,15 +184,6 @@ class JobStore:
             conn.execute(insert(jobs_table).values(**row))
         return jobid
 
-    def next_jobid(self) -> int:
-        with self.engine.connect() as conn:
-            return (
-                conn.execute(
-                    select(counters_table.c.value).where(counters_table.c.name == "jobid")
-                ).scalar_one()
-                + 1
-            )
-
     def jobs(
         self,
         *,
@@ -297,28 +288,6 @@ class JobStore:
         with self.engine.connect() as conn:
             row = conn.execute(select(queues_table).where(queues_table.c.name == name)).first()
             return _plain(row) if row else None
-
-    def add_queue(
-        self,
-        name: str,
-        *,
-        state: str = "running",
-        policy: str = "default",
-        priority: int = 0,
-        restrictions: Mapping[str, Any] | None = None,
-    ) -> None:
-        if state not in QUEUE_STATES:
-            raise ValueError(f"queue state {state!r}: choose one of {', '.join(QUEUE_STATES)}")
-        with self.engine.begin() as conn:
-            conn.execute(
-                insert(queues_table).values(
-                    name=name,
-                    state=state,
-                    policy=policy,
-                    priority=priority,
-                    restrictions=dict(restrictions or {}),
-                )
-            )
 
     def set_queue(self, name: str, changes: Mapping[str, Any]) -> bool:
         if "state" in changes and changes["state"] not in QUEUE_STATES:

@@ -28,7 +28,6 @@ class SchedulerLoop:
         self.active = True
         self.passes = 0
         self.last_error: str | None = None
-        self.last_started: list[tuple[int, str]] = []
         self._wake = threading.Event()
         self._scheduler: Scheduler | None = None
         self._pass_lock = threading.Lock()
@@ -49,7 +48,6 @@ class SchedulerLoop:
                 return []
             self.last_error = None
             self.passes += 1
-            self.last_started = report.started
             for jobid, where in report.started:
                 log.info("job placed", jobid=jobid, location=where)
             return report.started
