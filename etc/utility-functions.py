@@ -14,7 +14,8 @@
 # It returns a score, or (score, fallback threshold): if the top job cannot start, only jobs
 # scoring strictly above its threshold may start ahead of it. A bare score = no overtaking.
 #
-# `math` is available; nothing else is imported for you. Before a file is activated every
+# `math` and pure builtins (abs, min, max, sum, round, len, sorted, ...) are available;
+# imports are not (no I/O, no sleeping: a function must compute and return). Before a file is activated every
 # function runs on the current queued jobs and must return finite numbers within the time
 # budget; check a file first with `schedctl --check FILE`, and compare it with the current
 # policy on a real log with `schedctl --try FILE --policy NAME --against LOG`.

@@ -51,6 +51,8 @@ def test_the_shipped_example_file_passes(tmp_path: Path) -> None:
         ("def odd(queued_time, colour):\n    return 1\n", 0o644,
          "unknown input 'colour'"),
         ("x = 1\n", 0o644, "defines no utility function"),
+        ("import time\ndef nap(queued_time):\n    return queued_time\n", 0o644,
+         "imports are not available"),
     ],
 )
 def test_a_bad_file_is_refused_with_a_message_naming_what_and_where(
@@ -105,4 +107,12 @@ def test_a_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
     path = policy_file(tmp_path, "def mine(queued_time):\n    return queued_time\n")
     os.chown(path, pwd.getpwnam(ALICE).pw_uid, -1)
     with pytest.raises(PolicyError, match="only root or the daemon's account"):
+        load_and_validate(path, [], INPUTS)
+
+
+def test_a_function_that_imports_at_run_time_is_refused(tmp_path: Path) -> None:
+    # The watchdog cannot interrupt a C call such as time.sleep, so no import is possible.
+    path = policy_file(tmp_path, "def nap(queued_time):\n    import time\n"
+                       "    time.sleep(1000)\n    return queued_time\n")
+    with pytest.raises(PolicyError, match="'nap' failed on job 1: ImportError"):
         load_and_validate(path, [], INPUTS)

@@ -15,6 +15,7 @@ Any failure rejects the whole file and the previous functions stay active.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import math
 import os
@@ -36,6 +37,20 @@ from cobaltlite.policy.utility import (
 
 DEFAULT_BUDGET = 2.0
 """Seconds one policy may spend scoring one pass (and each function at validation)."""
+
+
+SAFE_BUILTINS: dict[str, Any] = {
+    name: getattr(builtins, name)
+    for name in (
+        "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "filter", "float",
+        "frozenset", "int", "isinstance", "len", "list", "map", "max", "min", "pow", "range",
+        "reversed", "round", "set", "sorted", "str", "sum", "tuple", "zip",
+        "ArithmeticError", "Exception", "KeyError", "LookupError", "OverflowError",
+        "TypeError", "ValueError", "ZeroDivisionError",
+    )
+}
+"""What a utility file's code may call: pure computations only. No __import__, open, eval,
+exec, compile or input."""
 
 
 @dataclass(frozen=True)
@@ -99,13 +114,18 @@ def compile_file(path: Path, options: Mapping[str, Mapping[str, Any]] | None = N
         code = compile(source, str(path), "exec")
     except SyntaxError as exc:
         raise PolicyError(f"utility file {path}:{exc.lineno}: syntax error: {exc.msg}") from None
-    # The functions see `math` and Python's builtins; nothing else is imported for them.
-    namespace: dict[str, Any] = {"math": math, "__name__": "cobaltlite_site_policies"}
+    # The functions see `math` and a set of pure builtins, and cannot import: no I/O, no
+    # sleeping, nothing the watchdog could not interrupt, nothing that touches the daemon.
+    namespace: dict[str, Any] = {"math": math, "__name__": "cobaltlite_site_policies",
+                                 "__builtins__": SAFE_BUILTINS}
     try:
         run_with_budget(lambda: exec(code, namespace), DEFAULT_BUDGET)
     except BudgetExceeded:
         raise PolicyError(f"utility file {path}: running its top level took more than "
                           f"{DEFAULT_BUDGET:g} s") from None
+    except ImportError:
+        raise PolicyError(f"utility file {path}: imports are not available to utility "
+                          "functions (math is provided)") from None
     except Exception as exc:
         raise PolicyError(f"utility file {path}: running its top level failed: "
                           f"{type(exc).__name__}: {exc}") from None
