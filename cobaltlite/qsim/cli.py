@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cobaltlite.errors import CobaltliteError
-from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, builtin_policy
+from cobaltlite.policy.loader import compile_file
+from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction, builtin_policy
 from cobaltlite.qsim.metrics import compare_metrics, metrics_markdown, print_metrics
 from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, replay
 from cobaltlite.scheduler.scheduler import Backfill
@@ -122,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
         "and print the runs side by side",
     )
     parser.add_argument(
+        "--utility-file", type=Path, metavar="FILE",
+        help="a Python file of utility functions (as in etc/utility-functions.py); --policy "
+        "may then name its functions as well as the builtins",
+    )
+    parser.add_argument(
         "--policy-param",
         action="append",
         default=[],
@@ -208,14 +214,26 @@ def _progress_factory(console: Console) -> tuple[Progress, Callable[[int], Calla
     return progress, factory
 
 
+def _policy(name: str, args: argparse.Namespace) -> UtilityFunction:
+    """A function of --utility-file when it has one of that name, else a builtin."""
+    options = dict(args.policy_param)
+    if args.utility_file is not None:
+        site = compile_file(args.utility_file, {name: options} if options else None).functions
+        if name in site:
+            return site[name]
+    return builtin_policy(name, options)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     err = Console(stderr=True)
     names = [name.strip() for name in args.policy.split(",") if name.strip()]
+    if not names:
+        parser.error("--policy needs at least one policy name")
     reports = []
     try:
-        policies = [builtin_policy(name, dict(args.policy_param)) for name in names]
+        policies = [_policy(name, args) for name in names]
         for policy in policies:
             out = args.out / policy.name if args.out and len(policies) > 1 else args.out
             settings = ReplaySettings(
