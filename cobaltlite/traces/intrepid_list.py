@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cobaltlite.errors import InputError
 from cobaltlite.traces.model import TraceJob, TraceReadResult
-from cobaltlite.traces.swf import read_lines
+from cobaltlite.traces.swf import accept_row, read_lines
 
 INTREPID_ORIGIN = 1231135224
 """UnixStartTime of Intrepid's 2009 SWF log (2009-01-05 06:00:24 UTC); submits count from it."""
@@ -59,16 +59,7 @@ def read_intrepid_list(
             header_seen = True
             continue
         parsed = _parse_row(parts)
-        if isinstance(parsed, tuple):
-            seen = first_line_of.setdefault(parsed[0], lineno)
-            problem = None if seen == lineno else f"job id {parsed[0]} repeats line {seen}"
-        else:
-            problem = parsed
-        if problem is not None:
-            message = f"{source}:{lineno}: {problem}"
-            if not lenient:
-                raise InputError(message)
-            skipped.append(message)
+        if not accept_row(parsed, first_line_of, source, lineno, lenient, skipped, "job id"):
             continue
         jobid, submit, run, nodes = parsed
         if run <= 0 or nodes <= 0:

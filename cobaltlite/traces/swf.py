@@ -72,6 +72,27 @@ _STATUSES = frozenset(range(-1, 6))
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
+def accept_row(
+    parsed: tuple[int, ...] | str, first_line_of: dict[int, int], source: str, lineno: int,
+    lenient: bool, skipped: list[str], id_name: str,
+) -> bool:
+    """Whether a parsed line (a tuple starting with its job id, or the reason it is malformed)
+    is a new job. A malformed or repeated line raises InputError with `source:line`, or on a
+    lenient read is recorded in `skipped` and refused."""
+    if isinstance(parsed, tuple):
+        seen = first_line_of.setdefault(parsed[0], lineno)
+        problem = None if seen == lineno else f"{id_name} {parsed[0]} repeats line {seen}"
+    else:
+        problem = parsed
+    if problem is None:
+        return True
+    message = f"{source}:{lineno}: {problem}"
+    if not lenient:
+        raise InputError(message)
+    skipped.append(message)
+    return False
+
+
 def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield (line number, line) of a plain or gzip-compressed text file.
 
@@ -244,17 +265,7 @@ def read_swf(
             header.add(lineno, line)
             continue
         parsed = _parse_job_line(parts)
-        if isinstance(parsed, tuple):
-            number = parsed[0]
-            seen = first_line_of.setdefault(number, lineno)
-            problem = None if seen == lineno else f"job number {number} repeats line {seen}"
-        else:
-            problem = parsed
-        if problem is not None:
-            message = f"{source}:{lineno}: {problem}"
-            if not lenient:
-                raise InputError(message)
-            skipped.append(message)
+        if not accept_row(parsed, first_line_of, source, lineno, lenient, skipped, "job number"):
             continue
 
         (
