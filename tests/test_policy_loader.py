@@ -116,3 +116,10 @@ def test_a_function_that_imports_at_run_time_is_refused(tmp_path: Path) -> None:
                        "    time.sleep(1000)\n    return queued_time\n")
     with pytest.raises(PolicyError, match="'nap' failed on job 1: ImportError"):
         load_and_validate(path, [], INPUTS)
+
+
+def test_common_exceptions_and_pure_builtins_are_available(tmp_path: Path) -> None:
+    path = policy_file(tmp_path, "def careful(queued_time, size):\n"
+                       "    if size < 0:\n        raise RuntimeError('negative size')\n"
+                       "    return round(max(queued_time, 1.0) * sum([size, 1]), 3)\n")
+    assert "careful" in load_and_validate(path, [], INPUTS).functions

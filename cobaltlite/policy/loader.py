@@ -42,11 +42,13 @@ DEFAULT_BUDGET = 2.0
 SAFE_BUILTINS: dict[str, Any] = {
     name: getattr(builtins, name)
     for name in (
-        "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "filter", "float",
-        "frozenset", "int", "isinstance", "len", "list", "map", "max", "min", "pow", "range",
-        "reversed", "round", "set", "sorted", "str", "sum", "tuple", "zip",
-        "ArithmeticError", "Exception", "KeyError", "LookupError", "OverflowError",
-        "TypeError", "ValueError", "ZeroDivisionError",
+        "abs", "all", "any", "bool", "callable", "dict", "divmod", "enumerate", "filter",
+        "float", "format", "frozenset", "getattr", "hasattr", "hash", "int", "isinstance",
+        "issubclass", "iter", "len", "list", "map", "max", "min", "next", "pow", "range",
+        "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
+        "ArithmeticError", "AssertionError", "AttributeError", "Exception", "IndexError",
+        "KeyError", "LookupError", "NotImplementedError", "OverflowError", "RuntimeError",
+        "StopIteration", "TypeError", "ValueError", "ZeroDivisionError",
     )
 }
 """What a utility file's code may call: pure computations only. No __import__, open, eval,
