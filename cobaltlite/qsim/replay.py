@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cobaltlite.accounting import read_accounting_log
 from cobaltlite.errors import InputError
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import FlatDescription
@@ -22,7 +23,9 @@ from cobaltlite.qsim.engine import Qsim, ReplayResult
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
 from cobaltlite.scheduler.scheduler import Backfill
-from cobaltlite.traces.model import TraceReadResult
+from cobaltlite.traces.intrepid_list import read_intrepid_list
+from cobaltlite.traces.model import TraceReadResult, select_window
+from cobaltlite.traces.swf import read_swf
 
 TRACE_FORMATS = ("auto", "swf", "accounting", "intrepid-list")
 
@@ -100,8 +103,6 @@ def read_trace(settings: ReplaySettings, processors_per_node: int) -> TraceReadR
         raise InputError(f"--trace {path}: no such file")
     kind = detect_format(path) if settings.trace_format == "auto" else settings.trace_format
     if kind == "swf":
-        from cobaltlite.traces.swf import read_swf
-
         result = read_swf(
             path,
             processors_per_node=processors_per_node,
@@ -112,32 +113,15 @@ def read_trace(settings: ReplaySettings, processors_per_node: int) -> TraceReadR
             arrival_scale=settings.arrival_scale,
         )
     elif kind == "accounting":
-        from cobaltlite.accounting import read_accounting_log
-
         result = read_accounting_log(path, lenient=settings.lenient, estimate=settings.estimate)
     elif kind == "intrepid-list":
-        from cobaltlite.traces.intrepid_list import read_intrepid_list
-
         result = read_intrepid_list(path, lenient=settings.lenient)
     else:
         raise InputError(f"--format {kind!r}: choose one of {', '.join(TRACE_FORMATS)}")
-    if kind != "swf" and (settings.start or settings.end or settings.arrival_scale != 1.0):
-        result.jobs = _window(result, settings)
+    if kind != "swf":  # read_swf applies the window itself, before sorting a large file
+        result.jobs = select_window(result.jobs, settings.start, settings.end,
+                                    settings.arrival_scale)
     return result
-
-
-def _window(result: TraceReadResult, settings: ReplaySettings) -> list:
-    jobs = [
-        j
-        for j in result.jobs
-        if (settings.start is None or j.submit_time >= settings.start)
-        and (settings.end is None or j.submit_time < settings.end)
-    ]
-    if settings.arrival_scale != 1.0 and jobs:
-        first = jobs[0].submit_time
-        for j in jobs:
-            j.submit_time = first + round((j.submit_time - first) * settings.arrival_scale)
-    return jobs
 
 
 def replay(

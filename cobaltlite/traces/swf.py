@@ -18,11 +18,11 @@ import math
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from pathlib import Path
 
 from cobaltlite.errors import InputError
-from cobaltlite.traces.model import TraceJob, TraceReadResult
+from cobaltlite.traces.model import TraceJob, TraceReadResult, select_window
 
 FIELD_NAMES = (
     "job number",
@@ -244,10 +244,8 @@ def read_swf(
         or (processors_per_node < 1)
     ):
         raise InputError(f"processors_per_node {processors_per_node!r}: must be an integer >= 1")
-    if not (math.isfinite(arrival_scale) and arrival_scale > 0):
-        raise InputError(f"arrival_scale {arrival_scale!r}: must be a finite number > 0")
-    if start is not None and end is not None and start >= end:
-        raise InputError(f"date window: start {start} is not before end {end}")
+    # Checked before reading, so a bad option fails at once rather than after a large file.
+    select_window([], start, end, arrival_scale)
 
     source = str(path)
     header = _HeaderParser(source)
@@ -319,18 +317,7 @@ def read_swf(
     if origin:
         for job in jobs:
             job.submit_time += origin
-    if start is not None or end is not None:
-        low = -math.inf if start is None else start
-        high = math.inf if end is None else end
-        jobs = [job for job in jobs if low <= job.submit_time < high]
-    by_arrival = attrgetter("submit_time", "jobid")
-    jobs.sort(key=by_arrival)
-    if arrival_scale != 1.0 and jobs:
-        first = jobs[0].submit_time
-        for job in jobs:
-            job.submit_time = first + round((job.submit_time - first) * arrival_scale)
-        # Rounding can make neighbours equal; restore the job-id tie-break.
-        jobs.sort(key=by_arrival)
+    jobs = select_window(jobs, start, end, arrival_scale)
     return TraceReadResult(jobs=jobs, skipped=skipped, origin=origin)
 
 
