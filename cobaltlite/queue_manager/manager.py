@@ -220,28 +220,35 @@ class QueueManager:
     def job_table(
         self, jobids: Iterable[int] | None = None, fields: Iterable[str] | None = None
     ) -> tuple[list[str], list[list[Any]]]:
-        """`jobs` as (column names, value lists); only `fields` (plus what the shown state is
-        derived from) when given."""
+        """`jobs` as (column names, value lists); only `fields` when given. The shown state
+        (display_state, short_state) is derived here from state, holds and dependencies, which
+        travel only when asked for themselves."""
+        derived_names = ["display_state", "short_state"]
+        sources = ["state", "user_hold", "admin_hold", "dependencies"]
         wanted = None if fields is None else set(fields)
-        derived = wanted is None or bool(wanted & {"display_state", "short_state"})
+        derived = wanted is None or not wanted.isdisjoint(derived_names)
+        fetch = wanted
         if wanted is not None:
-            wanted -= {"display_state", "short_state"}
+            wanted -= set(derived_names)
             if derived:
-                wanted |= {"state", "user_hold", "admin_hold", "dependencies"}
+                fetch = wanted | set(sources)
         names, rows = self.store.job_table(jobids=jobids, include_done=jobids is not None,
-                                           fields=wanted)
-        if derived:
-            at = {name: names.index(name)
-                  for name in ("state", "user_hold", "admin_hold", "dependencies")}
-            names = [*names, "display_state", "short_state"]
-            for row in rows:
-                deps = row[at["dependencies"]]
-                shown = states.display_state(
-                    row[at["state"]], row[at["user_hold"]], row[at["admin_hold"]],
-                    bool(deps) and self._dep_held({"dependencies": deps}))
-                row.append(shown)
-                row.append(states.short_code(shown))
-        return names, rows
+                                           fields=fetch)
+        if not derived:
+            return names, rows
+        state_at, user_at, admin_at, deps_at = (names.index(name) for name in sources)
+        keep = [i for i, name in enumerate(names) if wanted is None or name in wanted
+                or name == "jobid"]
+        table = []
+        for row in rows:
+            deps = row[deps_at]
+            shown = states.display_state(row[state_at], row[user_at], row[admin_at],
+                                         bool(deps) and self._dep_held({"dependencies": deps}))
+            out = [row[i] for i in keep]
+            out.append(shown)
+            out.append(states.short_code(shown))
+            table.append(out)
+        return [*(names[i] for i in keep), *derived_names], table
 
     def delete(self, caller: Caller, jobids: Iterable[int]) -> list[dict[str, Any]]:
         """Delete jobs; each result says what happened, so qdel can speak for every id."""

@@ -3,12 +3,19 @@
 SQLite (WAL journal, synchronous=FULL so a commit survives power loss) is the embedded default;
 PostgreSQL is used by URL. Every write is one transaction: a submission is acknowledged only
 after its commit, and a crash at any moment leaves either the whole change or none of it.
+
+The queue manager is the database's only writer, so its store (`sole_writer=True`) also keeps
+every unfinished job in memory, updated after each commit: listing 10,000 jobs for qstat or for
+a scheduling pass then reads no database at all. The database stays the record; the memory copy
+is rebuilt from it at start, so a crash loses nothing that was acknowledged.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Mapping
+from contextlib import nullcontext
 from typing import Any
 
 from sqlalchemy import (
@@ -93,6 +100,11 @@ QUEUE_STATES = ("running", "stopped", "draining", "dead")
 
 
 _JSON_COLUMNS = frozenset(c.name for c in jobs_table.columns if isinstance(c.type, JSON))
+JOB_FIELDS = tuple(c.name for c in jobs_table.columns)
+_FIELD_AT = {name: i for i, name in enumerate(JOB_FIELDS)}
+# What a column holds when an insert leaves it out: its SQL default, else NULL.
+_INSERT_DEFAULTS = {c.name: c.default.arg if c.default is not None else None
+                    for c in jobs_table.columns}
 
 
 def _decode_json(text: Any) -> Any:
@@ -125,9 +137,19 @@ def make_engine(url: str) -> Engine:
 
 
 class JobStore:
-    def __init__(self, url: str) -> None:
+    """Jobs, queues and the id counter in one database.
+
+    `sole_writer`: this store is the only one writing the database (the queue manager's), so it
+    keeps unfinished jobs in memory from `init()` on and answers listings from there. Stores
+    that share a database with a writer elsewhere (tests, tools) leave it off and always read
+    the database.
+    """
+
+    def __init__(self, url: str, *, sole_writer: bool = False) -> None:
         self.url = url
         self.engine = make_engine(url)
+        self._sole_writer = sole_writer
+        self._unfinished: _UnfinishedJobs | None = None
 
     def init(self, default_queue_state: str = "running", default_policy: str = "default") -> None:
         """Create the schema if missing, the job-id counter and the `default` queue."""
@@ -155,6 +177,9 @@ class JobStore:
                         restrictions={},
                     )
                 )
+        if self._sole_writer:
+            self._unfinished = _UnfinishedJobs(
+                self._select_jobs(None, None, include_done=False, chosen=None))
 
     def close(self) -> None:
         self.engine.dispose()
@@ -168,6 +193,14 @@ class JobStore:
         row and SQLite the database, so concurrent submissions get distinct, growing ids, and an
         id is never reused (a rolled-back id was never acknowledged).
         """
+        with self._writing():
+            jobid, row = self._insert_job(fields)
+            if self._unfinished is not None:
+                self._unfinished.add([row.get(name, _INSERT_DEFAULTS[name])
+                                      for name in JOB_FIELDS])
+        return jobid
+
+    def _insert_job(self, fields: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         with self.engine.begin() as conn:
             jobid = conn.execute(
                 update(counters_table)
@@ -182,7 +215,7 @@ class JobStore:
                     row[key].replace("$jobid", str(jobid)).replace("$COBALT_JOBID", str(jobid))
                 )
             conn.execute(insert(jobs_table).values(**row))
-        return jobid
+        return jobid, row
 
     def jobs(
         self,
@@ -207,15 +240,33 @@ class JobStore:
     ) -> tuple[list[str], list[list[Any]]]:
         """Jobs in id order as (column names, value lists): the shape qstat's data travels in,
         so listing 10,000 jobs builds no dict per row."""
-        chosen = list(jobs_table.columns)
-        if fields is not None:
-            unknown = set(fields) - {c.name for c in chosen}
+        if fields is None:
+            names = list(JOB_FIELDS)
+        else:
+            unknown = set(fields) - _FIELD_AT.keys()
             if unknown:
                 raise ValueError(f"unknown job field(s): {', '.join(sorted(unknown))}")
-            chosen = [c for c in chosen if c.name in fields or c.name == "jobid"]
+            names = [name for name in JOB_FIELDS if name in fields or name == "jobid"]
+        state_set = None if states is None else set(states)
+        unfinished = self._unfinished
+        if unfinished is not None and not include_done and (
+                state_set is None or DONE not in state_set):
+            return names, unfinished.table(names, jobids, state_set)
+        return names, self._select_jobs(jobids, state_set, include_done, names)
+
+    def _select_jobs(
+        self,
+        jobids: Iterable[int] | None,
+        states: set[str] | None,
+        include_done: bool,
+        chosen: list[str] | None,
+    ) -> list[list[Any]]:
+        """Rows of the `chosen` columns (all when None) from the database, in id order."""
+        names = list(JOB_FIELDS) if chosen is None else chosen
         # JSON columns come back as text and are decoded here, where the common empty values
         # skip the decoder: that halved the time to list 10,000 jobs.
-        columns = [type_coerce(c, Text) if c.name in _JSON_COLUMNS else c for c in chosen]
+        columns = [type_coerce(jobs_table.c[name], Text) if name in _JSON_COLUMNS
+                   else jobs_table.c[name] for name in names]
         query = select(*columns).order_by(jobs_table.c.jobid)
         if jobids is not None:
             query = query.where(jobs_table.c.jobid.in_(list(jobids)))
@@ -223,7 +274,6 @@ class JobStore:
             query = query.where(jobs_table.c.state.in_(list(states)))
         elif not include_done:
             query = query.where(jobs_table.c.state != DONE)
-        names = [c.name for c in chosen]
         json_at = [i for i, name in enumerate(names) if name in _JSON_COLUMNS]
         rows = []
         with self.engine.connect() as conn:
@@ -232,23 +282,28 @@ class JobStore:
                 for i in json_at:
                     values[i] = _decode_json(values[i])
                 rows.append(values)
-        return names, rows
+        return rows
 
     def queued_for_scoring(self) -> list[tuple[Any, ...]]:
         """Queued jobs as (jobid, nodes, walltime, submittime, user, project, queue, score,
         user_hold, admin_hold, dependencies): only what a scheduling pass reads, because
         loading whole rows dominated a pass over 10,000 jobs."""
+        if self._unfinished is not None:
+            return self._unfinished.scoring_inputs()
         c = jobs_table.c
         # Dependencies as raw text: decoding JSON for 10,000 rows that are almost all "[]"
         # cost a third of the query.
         deps_text = type_coerce(c.dependencies, Text)
-        query = (select(c.jobid, c.nodes, c.walltime, c.submittime, c.user, c.project, c.queue,
-                        c.score, c.user_hold, c.admin_hold, deps_text)
+        query = (select(*(c[name] for name in SCORING_FIELDS[:-1]), deps_text)
                  .where(c.state == QUEUED).order_by(c.jobid))
         with self.engine.connect() as conn:
             return [(*row[:10], _decode_json(row[10])) for row in conn.execute(query)]
 
     def job(self, jobid: int) -> dict[str, Any] | None:
+        if self._unfinished is not None:
+            row = self._unfinished.row(jobid)
+            if row is not None:
+                return dict(zip(JOB_FIELDS, row, strict=True))
         found = self.jobs(jobids=[jobid], include_done=True)
         return found[0] if found else None
 
@@ -263,19 +318,32 @@ class JobStore:
         stmt = update(jobs_table).where(jobs_table.c.jobid == jobid)
         if expect_states is not None:
             stmt = stmt.where(jobs_table.c.state.in_(list(expect_states)))
-        with self.engine.begin() as conn:
-            return conn.execute(stmt.values(**changes)).rowcount == 1
+        with self._writing():
+            with self.engine.begin() as conn:
+                if conn.execute(stmt.values(**changes)).rowcount != 1:
+                    return False
+            if self._unfinished is not None:
+                self._unfinished.update(jobid, changes)
+            return True
 
     def set_scores(self, scores: Mapping[int, float]) -> None:
         if not scores:
             return
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(jobs_table)
-                .where(jobs_table.c.jobid == bindparam("b_jobid"))
-                .values(score=bindparam("b_score")),
-                [{"b_jobid": j, "b_score": s} for j, s in scores.items()],
-            )
+        with self._writing():
+            with self.engine.begin() as conn:
+                conn.execute(
+                    update(jobs_table)
+                    .where(jobs_table.c.jobid == bindparam("b_jobid"))
+                    .values(score=bindparam("b_score")),
+                    [{"b_jobid": j, "b_score": s} for j, s in scores.items()],
+                )
+            if self._unfinished is not None:
+                self._unfinished.set_scores(scores)
+
+    def _writing(self) -> Any:
+        """Held from a write's start until the memory copy shows it, so the copy applies
+        commits in the order they happened (a no-op without the copy)."""
+        return self._unfinished.lock if self._unfinished is not None else nullcontext()
 
     # ---- queues -----------------------------------------------------------------------
 
@@ -299,6 +367,66 @@ class JobStore:
                 update(queues_table).where(queues_table.c.name == name).values(**changes)
             )
             return result.rowcount == 1
+
+
+SCORING_FIELDS = ("jobid", "nodes", "walltime", "submittime", "user", "project", "queue", "score",
+                  "user_hold", "admin_hold", "dependencies")
+
+
+class _UnfinishedJobs:
+    """Every job not yet done, as value lists in JOB_FIELDS order, by id (ids only grow, so
+    insertion order is id order). The store changes it only after a commit, under `lock`."""
+
+    def __init__(self, rows: list[list[Any]]) -> None:
+        self.lock = threading.Lock()
+        self._rows: dict[int, list[Any]] = {row[0]: row for row in rows}
+
+    def add(self, row: list[Any]) -> None:
+        self._rows[row[0]] = row
+
+    def update(self, jobid: int, changes: Mapping[str, Any]) -> None:
+        if changes.get("state") == DONE:
+            self._rows.pop(jobid, None)
+            return
+        row = self._rows.get(jobid)
+        if row is not None:
+            for name, value in changes.items():
+                row[_FIELD_AT[name]] = value
+
+    def row(self, jobid: int) -> list[Any] | None:
+        with self.lock:
+            row = self._rows.get(jobid)
+            return None if row is None else list(row)
+
+    def set_scores(self, scores: Mapping[int, float]) -> None:
+        at = _FIELD_AT["score"]
+        rows = self._rows
+        for jobid, score in scores.items():
+            row = rows.get(jobid)
+            if row is not None:  # it may have ended since the pass that scored it
+                row[at] = score
+
+    def table(self, names: list[str], jobids: Iterable[int] | None,
+              states: set[str] | None) -> list[list[Any]]:
+        at = [_FIELD_AT[name] for name in names]
+        state_at = _FIELD_AT["state"]
+        with self.lock:
+            if jobids is None:
+                rows: Iterable[list[Any]] = self._rows.values()
+            else:
+                rows = sorted((self._rows[j] for j in set(jobids) if j in self._rows),
+                              key=lambda row: row[0])
+            if states is not None:
+                rows = [row for row in rows if row[state_at] in states]
+            # New lists: the caller may extend them (derived columns) without touching ours.
+            return [[row[i] for i in at] for row in rows]
+
+    def scoring_inputs(self) -> list[tuple[Any, ...]]:
+        at = [_FIELD_AT[name] for name in SCORING_FIELDS]
+        state_at = _FIELD_AT["state"]
+        with self.lock:
+            return [tuple(row[i] for i in at) for row in self._rows.values()
+                    if row[state_at] == QUEUED]
 
 
 def _plain(row: Any) -> dict[str, Any]:
