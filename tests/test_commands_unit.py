@@ -564,7 +564,7 @@ def test_qstat_asks_only_for_the_fields_its_header_reads() -> None:
 
     default = ["JobID", "User", "WallTime", "Nodes", "State", "Location"]
     assert needed_fields(default, None) == sorted(
-        {"jobid", "user", "queue", "score", "walltime", "nodes", "display_state", "location"})
+        {"jobid", "user", "walltime", "nodes", "display_state", "location"})
     # Derived columns bring the fields they are computed from; sort keys count too.
     assert {"starttime", "endtime", "walltime"} <= set(needed_fields(["TimeRemaining"], None))
     assert "submittime" in needed_fields(default, ["SubmitTime"])

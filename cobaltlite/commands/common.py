@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -79,6 +80,11 @@ def run_command(prog: str, body: Callable[[], int]) -> int:
     except CommandError as exc:
         print_error(prog, str(exc))
         return 1
+    except BrokenPipeError:
+        # The reader left (`qstat | head`): stop quietly, as a tool killed by SIGPIPE does.
+        # Python would otherwise complain again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 # ---- time specifications ---------------------------------------------------------------------
@@ -121,17 +127,20 @@ def parse_time(spec: str) -> int:
 # ---- output ----------------------------------------------------------------------------------
 
 
-def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     """Cobalt's `print_tabular` (reference §3.2) as lines.
 
     Every cell is left-justified to its column's width and followed by two spaces (so lines end
     in two blanks, as Cobalt's did); under the header a line of `=` as wide as all the columns.
+    Built a column at a time: qstat may print 10,000 rows.
     """
-    widths = [max(len(str(line[i])) for line in (header, *rows)) for i in range(len(header))]
-    lines = ["".join(f"{cell!s:<{w}}  " for cell, w in zip(header, widths, strict=True))]
-    lines.append("=" * (sum(widths) + 2 * len(widths)))
-    lines.extend("".join(f"{cell!s:<{w}}  " for cell, w in zip(row, widths, strict=True))
-                 for row in rows)
+    padded = []
+    for column in zip(header, *rows, strict=True):
+        texts = [str(cell) for cell in column]
+        width = max(map(len, texts))
+        padded.append([text.ljust(width) for text in texts])
+    lines = ["  ".join(cells) + "  " for cells in zip(*padded, strict=True)]
+    lines.insert(1, "=" * sum(len(column[0]) + 2 for column in padded))
     return lines
 
 
@@ -148,8 +157,8 @@ def format_vertical(header: Sequence[str], rows: Sequence[Sequence[str]]) -> lis
 
 
 def print_lines(lines: Sequence[str]) -> None:
-    for line in lines:
-        print(line)
+    if lines:
+        sys.stdout.write("\n".join(lines) + "\n")
 
 
 # ---- the queue manager -------------------------------------------------------------------------
