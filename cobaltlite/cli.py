@@ -17,7 +17,7 @@ from rich.table import Table
 
 from cobaltlite.config import COMPONENTS, Config, default_state_dir, ensure_layout, load_config
 from cobaltlite.errors import CobaltliteError
-from cobaltlite.rpc.peers import Peer
+from cobaltlite.rpc.peers import Peer, check_address
 from cobaltlite.rpc.secret import create_secret
 
 START_ORDER = ("system", "queue-manager", "scheduler", "metrics-monitor")
@@ -52,6 +52,10 @@ def _answers(config: Config, component: str) -> bool:
 
 def up(config: Config, console: Console) -> int:
     ensure_layout(config)
+    # Each daemon checks its own address too; checking all of them first starts nothing when
+    # one is unusable.
+    for component in START_ORDER:
+        check_address(config.address(component))
     if not config.secret_path.exists():
         create_secret(config.secret_path)
     for component in START_ORDER:
@@ -59,7 +63,7 @@ def up(config: Config, console: Console) -> int:
             console.print(f"{component}: already running")
             continue
         log = open(config.log_file(component), "a")  # noqa: SIM115 - handed to the child
-        subprocess.Popen(
+        daemon = subprocess.Popen(
             [sys.executable, "-m", "cobaltlite.daemon", component,
              "--state-dir", str(config.state_dir)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
@@ -67,6 +71,11 @@ def up(config: Config, console: Console) -> int:
         log.close()
         deadline = time.monotonic() + START_TIMEOUT
         while not _answers(config, component):
+            if daemon.poll() is not None:
+                # e.g. its address is taken: say so now rather than after START_TIMEOUT.
+                console.print(f"[red]{component}: exited with status {daemon.returncode}; "
+                              f"see {config.log_file(component)}[/red]")
+                return 1
             if time.monotonic() > deadline:
                 console.print(f"[red]{component}: did not answer within {START_TIMEOUT:.0f} s; "
                               f"see {config.log_file(component)}[/red]")
@@ -98,15 +107,17 @@ def down(config: Config, console: Console) -> int:
 
 def status(config: Config, console: Console) -> int:
     table = Table(title=f"cobaltlite instance {config.state_dir}")
-    for column in ("component", "pid", "answers", "socket"):
+    for column in ("component", "pid", "answers"):
         table.add_column(column)
+    # Folded, not cut short: a path is no use with its end replaced by an ellipsis.
+    table.add_column("address", overflow="fold")
     healthy = True
     for component in START_ORDER:
         pid = _pid(config, component)
         answers = pid is not None and _answers(config, component)
         healthy &= answers
         table.add_row(component, str(pid or "-"), "yes" if answers else "[red]no[/red]",
-                      str(config.socket(component)))
+                      str(config.address(component)))
     console.print(table)
     console.print(f"machine: {config.machine}; database: {config.database_url}; "
                   f"user socket: {config.user_socket}")

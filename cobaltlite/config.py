@@ -5,18 +5,51 @@ Everything of an instance lives under its state directory: `cobaltlite.yaml` (co
 `run/` (pid files), `log/` (component logs, the accounting log) and `system/` (launch records).
 Commands find their instance through COBALTLITE_STATE_DIR, else /var/lib/cobaltlite when it
 exists (a system-wide installation), else ~/.cobaltlite.
+
+Components find each other at fixed addresses: `Config.address(component)` is the one answer to
+"where does this component listen", for the daemon that serves it and for every client. The
+`addresses:` option moves a component from its Unix socket under `sockets/` to another Unix
+socket or to a loopback TCP port. There is no Pyro5 name server: anyone on the host may register
+a name there, and would then receive the component secret from the clients' handshakes.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from cobaltlite.errors import InputError
 
 COMPONENTS = ("queue-manager", "system", "scheduler", "metrics-monitor")
 SYSTEM_STATE_DIR = Path("/var/lib/cobaltlite")
+# sockaddr_un.sun_path holds 108 bytes, the terminating NUL included.
+UNIX_PATH_MAX = 107
+
+
+@dataclass(frozen=True)
+class UnixAddress:
+    """A Unix socket: what components use unless `addresses:` says otherwise."""
+
+    path: Path
+
+    def __str__(self) -> str:
+        return f"unix:{self.path}"
+
+
+@dataclass(frozen=True)
+class TcpAddress:
+    """A TCP port on loopback: `host` is a loopback IP address in canonical form, or localhost."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"tcp:{host}:{self.port}"
+
+
+Address = UnixAddress | TcpAddress
 
 
 def default_state_dir() -> Path:
@@ -43,6 +76,8 @@ class Config:
     utility_file: str = ""  # a Python file of site utility functions; empty: builtins only
     utility_reload: str = "auto"  # auto: reload when the file changes; manual: schedctl only
     utility_budget: float = 2.0  # seconds one policy may spend scoring one pass
+    # Components named here listen at this address instead of their socket under sockets/.
+    addresses: dict[str, Address] = field(default_factory=dict)
 
     @property
     def database_url(self) -> str:
@@ -52,7 +87,13 @@ class Config:
     def secret_path(self) -> Path:
         return self.state_dir / "secret"
 
+    def address(self, component: str) -> Address:
+        """Where `component` listens: its `addresses:` entry, else its socket under sockets/.
+        Whatever serves or reaches a component asks here."""
+        return self.addresses.get(component) or UnixAddress(self.socket(component))
+
     def socket(self, component: str) -> Path:
+        """The component's default Unix socket; serve and reach components through address()."""
         return self.state_dir / "sockets" / f"{component}.sock"
 
     @property
@@ -96,6 +137,7 @@ scheduler_clock: wall      # wall | queue-manager (a scheduler driven by Qsim ov
 utility_file: ""           # site utility functions (see etc/utility-functions.py)
 utility_reload: auto       # auto: reload when the file changes | manual: schedctl --reread-policy
 utility_budget: 2          # seconds one policy may spend scoring one pass
+# addresses: {system: "tcp:127.0.0.1:7001"}  # where components listen; default: sockets/
 """
 
 
@@ -127,6 +169,9 @@ def load_config(state_dir: Path | None = None) -> Config:
         raise InputError(f"{path}: unknown option(s) {', '.join(sorted(unknown))}; "
                          f"known: {', '.join(sorted(_KEYS))}")
     for key, value in data.items():
+        if key == "addresses":
+            config.addresses = _read_addresses(config, value)
+            continue
         default = getattr(config, key)
         if value is None and key in ("database",):
             value = ""
@@ -136,6 +181,107 @@ def load_config(state_dir: Path | None = None) -> Config:
             raise InputError(f"{path}: option {key}: {value!r} is not a {type(default).__name__}")
         setattr(config, key, value)
     return config
+
+
+def parse_address(text: object) -> Address:
+    """Read `unix:/ABSOLUTE/PATH` or `tcp:HOST:PORT` (HOST: 127.x.x.x, [::1] or localhost).
+
+    Raises ValueError whose message reads on from the quoted text ("'tcp:7000' has no host
+    and port ...").
+    """
+    if not isinstance(text, str):
+        raise ValueError("is not a string: write unix:/ABSOLUTE/PATH or tcp:HOST:PORT")
+    scheme, _, rest = text.partition(":")
+    if scheme == "unix":
+        return _unix_address(rest)
+    if scheme == "tcp":
+        return _tcp_address(rest)
+    raise ValueError("is neither unix:/ABSOLUTE/PATH nor tcp:HOST:PORT")
+
+
+def _unix_address(text: str) -> UnixAddress:
+    # A relative path would mean something else in each process's working directory.
+    if not text.startswith("/"):
+        raise ValueError("is not an absolute path: write unix:/ABSOLUTE/PATH")
+    path = Path(os.path.normpath(text))
+    if len(os.fsencode(path)) > UNIX_PATH_MAX:
+        raise ValueError(f"is longer than the {UNIX_PATH_MAX} bytes a Unix socket path may have")
+    return UnixAddress(path)
+
+
+def _tcp_address(text: str) -> TcpAddress:
+    import ipaddress  # here, like yaml: commands that need only paths do not pay for it
+
+    host, colon, port_text = text.rpartition(":")
+    if not colon or not host:
+        raise ValueError("has no host and port: write tcp:HOST:PORT")
+    bracketed = host.startswith("[") and host.endswith("]")
+    if bracketed:
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError("has an IPv6 address without brackets: write tcp:[::1]:PORT")
+    if not (port_text.isascii() and port_text.isdigit()):
+        raise ValueError(f"has port {port_text!r}, which is not a number")
+    port = int(port_text)
+    if not 1 <= port <= 65535:
+        raise ValueError(f"has port {port}, outside 1-65535")
+    if host == "localhost" and not bracketed:
+        return TcpAddress(host, port)
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    if ip is None or not ip.is_loopback:
+        # Components send the secret in clear; TLS between hosts is not implemented.
+        raise ValueError("is not a loopback address; the component secret would cross the "
+                         "network in clear (use 127.0.0.1, [::1] or localhost)")
+    if bracketed != (ip.version == 6):
+        raise ValueError("puts brackets around an IPv4 address; they are for IPv6 only")
+    return TcpAddress(str(ip), port)
+
+
+def _read_addresses(config: Config, value: object) -> dict[str, Address]:
+    """The `addresses:` option: component name -> address, every one distinct from the others,
+    from the default sockets of the components not named, and from the user sockets."""
+    path = config.config_path
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: option addresses: expected a mapping of component: address, "
+                         "e.g. system: tcp:127.0.0.1:7001")
+    addresses: dict[str, Address] = {}
+    for component, text in value.items():
+        if component not in COMPONENTS:
+            raise InputError(f"{path}: addresses: unknown component {component!r}; "
+                             f"known: {', '.join(COMPONENTS)}")
+        try:
+            addresses[component] = parse_address(text)
+        except ValueError as exc:
+            raise InputError(f"{path}: addresses.{component}: {text!r} {exc}") from None
+    # Places taken before the named components are checked, so a clash always names the entry
+    # the operator wrote rather than a default they never saw.
+    taken: dict[Address, str] = {
+        UnixAddress(config.user_socket): "the user socket",
+        UnixAddress(config.admin_socket): "the schedctl socket",
+    }
+    for component in COMPONENTS:
+        if component not in addresses:
+            taken[config.address(component)] = f"the default socket of {component}"
+    for component, address in addresses.items():
+        clash = next((owner for place, owner in taken.items() if _same_place(place, address)),
+                     None)
+        if clash is not None:
+            raise InputError(f"{path}: addresses.{component}: {value[component]!r} is already "
+                             f"{clash}")
+        taken[address] = f"the address of {component}"
+    return addresses
+
+
+def _same_place(a: Address, b: Address) -> bool:
+    if isinstance(a, TcpAddress) and isinstance(b, TcpAddress):
+        # localhost may resolve to 127.0.0.1 or ::1: count it as any loopback host on its port.
+        return a.port == b.port and (a.host == b.host or "localhost" in (a.host, b.host))
+    return a == b
 
 
 def ensure_layout(config: Config) -> None:

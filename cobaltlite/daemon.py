@@ -23,15 +23,9 @@ from cobaltlite import logs
 from cobaltlite.clock import Clock, WallClock
 from cobaltlite.config import COMPONENTS, Config, ensure_layout, load_config
 from cobaltlite.errors import InputError
-from cobaltlite.rpc.peers import Peer
-from cobaltlite.rpc.secret import create_secret, read_secret
-from cobaltlite.rpc.transport import (
-    COMPONENT_SOCKET_MODE,
-    USER_SOCKET_MODE,
-    serve,
-    serve_in_thread,
-    shutdown,
-)
+from cobaltlite.rpc.peers import Peer, serve_component
+from cobaltlite.rpc.secret import create_secret
+from cobaltlite.rpc.transport import USER_SOCKET_MODE, serve, serve_in_thread, shutdown
 
 log = structlog.get_logger("daemon")
 
@@ -40,13 +34,6 @@ UTILITY_POLL_INTERVAL = 1.0
 USER_IDLE_TIMEOUT = 10.0
 """Seconds an idle user connection may hold a server worker; without it one user could take
 every worker with idle connections and lock everyone else out."""
-
-
-def _serve_component(config: Config, name: str, api: object, secret: str):
-    daemon, _uri = serve(api, unix_socket=config.socket(name), socket_mode=COMPONENT_SOCKET_MODE,
-                         object_id=name, secret=secret)
-    serve_in_thread(daemon)
-    return daemon
 
 
 def _serve_users(path: Path, api: object, object_id: str):
@@ -87,8 +74,7 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
     from cobaltlite.queue_manager.manager import QueueManager
     from cobaltlite.queue_manager.store import JobStore
 
-    secret = read_secret(config.secret_path)
-    store = JobStore(config.database_url)
+    store = JobStore(config.database_url, sole_writer=True)
     store.init(default_policy=config.default_policy)
     accounting = AccountingLog(config.accounting_log, append=True, line_buffered=True)
     scheduler = Peer(config, "scheduler", timeout=5.0)
@@ -117,7 +103,7 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
                 return
 
     threading.Thread(target=reconcile, name="reconcile", daemon=True).start()
-    return [_serve_component(config, "queue-manager", ComponentAPI(manager), secret),
+    return [serve_component(config, "queue-manager", ComponentAPI(manager)),
             _serve_users(config.user_socket, UserAPI(manager, config.admin_group),
                          "queue-manager-user")]
 
@@ -127,7 +113,6 @@ def run_system(config: Config, stop: threading.Event) -> list:
     from cobaltlite.system.api import SystemAPI
     from cobaltlite.system.service import SystemService
 
-    secret = read_secret(config.secret_path)
     queue_manager = Peer(config, "queue-manager", timeout=10.0)
     def report_end(jobid: int, exit_status: int | None, reason: str, end_time: float) -> bool:
         # Looked up per call: the queue manager may start after the system.
@@ -135,7 +120,7 @@ def run_system(config: Config, stop: threading.Event) -> list:
 
     service = SystemService(load_description(config.machine), config.state_dir, WallClock(),
                             report_end, kill_grace=config.kill_grace)
-    daemons = [_serve_component(config, "system", SystemAPI(service), secret)]
+    daemons = [serve_component(config, "system", SystemAPI(service))]
 
     def poll() -> None:
         while not stop.wait(0.5):
@@ -150,7 +135,6 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
     from cobaltlite.scheduler.remote import RemoteSite
     from cobaltlite.scheduler.scheduler import Backfill
 
-    secret = read_secret(config.secret_path)
     clock: Clock = WallClock()
     if config.scheduler_clock == "queue-manager":
         clock = PeerClock(Peer(config, "queue-manager"))
@@ -162,7 +146,7 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
         return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock)
 
     loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval)
-    daemons = [_serve_component(config, "scheduler", ComponentAPI(loop), secret),
+    daemons = [serve_component(config, "scheduler", ComponentAPI(loop)),
                _serve_users(config.admin_socket, ControlAPI(loop, config.admin_group),
                             "scheduler-control")]
     # A daemon thread: a pass cut short by exit loses nothing, each start is committed by the
@@ -184,9 +168,8 @@ class PeerClock:
 def run_metrics_monitor(config: Config, stop: threading.Event) -> list:
     from cobaltlite.metrics_monitor.monitor import Monitor, MonitorAPI
 
-    secret = read_secret(config.secret_path)
     monitor = Monitor(Peer(config, "queue-manager"), Peer(config, "system"), WallClock())
-    daemons = [_serve_component(config, "metrics-monitor", MonitorAPI(monitor), secret)]
+    daemons = [serve_component(config, "metrics-monitor", MonitorAPI(monitor))]
 
     def sample() -> None:
         while not stop.wait(config.metrics_interval):

@@ -26,8 +26,8 @@ from live import Instance
 from unix_users import ADMINS, ALICE, BOB, Accounts, as_account, ensure_test_users
 
 from cobaltlite.config import load_config
+from cobaltlite.rpc.client import connect
 from cobaltlite.rpc.peers import component_uri
-from cobaltlite.rpc.transport import connect
 
 CAROL = "cltest-carol"  # an ordinary account: not in the admin group
 ALIVE = {"queued", "starting", "running"}
@@ -209,7 +209,7 @@ def test_other_accounts_cannot_even_open_a_component_socket(
     assert stat.S_IMODE(config.secret_path.stat().st_mode) == 0o600
     tried = run_python_as(accounts, CAROL, instance, f"""
         import Pyro5.errors
-        from cobaltlite.rpc.transport import connect
+        from cobaltlite.rpc.client import connect
         try:
             with connect({component_uri(config, "queue-manager")!r}, timeout=5) as proxy:
                 proxy.ping()
@@ -252,7 +252,7 @@ def test_the_user_socket_ignores_any_claimed_identity(
     carol = pwd.getpwnam(CAROL)
     tried = run_python_as(accounts, CAROL, instance, f"""
         import os
-        from cobaltlite.rpc.transport import connect
+        from cobaltlite.rpc.client import connect
         uri = "PYRO:queue-manager-user@./u:{config.user_socket}"
         with connect(uri, timeout=10) as qm:
             print("whoami", qm.whoami())
@@ -302,7 +302,7 @@ def test_a_cobaltlog_sent_straight_to_the_server_is_not_written_as_root(
     target = private / "planted"
     config = load_config(instance.state_dir)
     tried = run_python_as(accounts, CAROL, instance, f"""
-        from cobaltlite.rpc.transport import connect
+        from cobaltlite.rpc.client import connect
         with connect("PYRO:queue-manager-user@./u:{config.user_socket}", timeout=10) as qm:
             print(qm.submit({{"nodes": 1, "walltime": 60, "command": "/bin/true",
                              "cwd": "/tmp", "outputpath": "/dev/null",
@@ -322,7 +322,7 @@ def test_idle_connections_of_one_user_do_not_lock_the_others_out(
     holder = subprocess.Popen(
         [accounts.python, "-c", textwrap.dedent(f"""
             import time
-            from cobaltlite.rpc.transport import connect
+            from cobaltlite.rpc.client import connect
             held = []
             for _ in range(100):
                 proxy = connect("PYRO:queue-manager-user@./u:{config.user_socket}", timeout=5)

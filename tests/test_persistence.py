@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 
 from cobaltlite.config import load_config
 from cobaltlite.queue_manager.store import JobStore, jobs_table
-from cobaltlite.rpc.transport import connect
+from cobaltlite.rpc.client import connect
 
 
 def _admin_connection() -> Any:

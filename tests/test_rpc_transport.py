@@ -27,13 +27,13 @@ from unix_users import ADMINS, ALICE, BOB, Accounts, as_account, ensure_test_use
 
 from cobaltlite.errors import InputError
 from cobaltlite.rpc import transport
+from cobaltlite.rpc.client import connect
 from cobaltlite.rpc.errors import SecurityError
 from cobaltlite.rpc.secret import create_secret, read_secret
 from cobaltlite.rpc.transport import (
     USER_SOCKET_MODE,
     caller_credentials,
     caller_is_admin,
-    connect,
     serve,
     serve_in_thread,
     shutdown,
@@ -280,7 +280,7 @@ def public_dir() -> Iterator[Path]:
 
 CLIENT = """
 import json, sys
-from cobaltlite.rpc.transport import connect
+from cobaltlite.rpc.client import connect
 try:
     with connect(sys.argv[1], timeout=5) as proxy:
         # Claims a client might make; the server must not believe them.

@@ -18,7 +18,7 @@ from typing import Any, NoReturn, Protocol
 import Pyro5.errors
 
 from cobaltlite.config import instance_paths
-from cobaltlite.rpc.transport import connect
+from cobaltlite.rpc.client import connect
 
 Row = dict[str, Any]
 

@@ -29,7 +29,7 @@ from cobaltlite.config import load_config
 from cobaltlite.errors import CobaltliteError
 from cobaltlite.policy.loader import SampleJob, compile_file, load_and_validate
 from cobaltlite.policy.utility import PassInputs, PolicyError, UtilityFunction, builtin_policy
-from cobaltlite.rpc.transport import connect
+from cobaltlite.rpc.client import connect
 
 PROG = "schedctl"
 

@@ -1,6 +1,6 @@
 """Qsim over Pyro5: one replay answering for both the queue manager and the system.
 
-`serve_qsim` puts a `Qsim` on the component sockets of a state directory, under the names the
+`serve_qsim` puts a `Qsim` at the component addresses of a state directory, under the names the
 scheduler daemon looks for (`queue-manager`, `system`). The scheduler daemon, unchanged and
 configured with `scheduler_clock: queue-manager`, reads the virtual time from here. The replay
 drives it through the scheduler's `run_pass()`, one pass per event time, exactly where the
@@ -16,8 +16,7 @@ import Pyro5.api
 from cobaltlite.config import Config
 from cobaltlite.machine.wire import description_to_wire
 from cobaltlite.qsim.engine import Qsim
-from cobaltlite.rpc.secret import read_secret
-from cobaltlite.rpc.transport import COMPONENT_SOCKET_MODE, serve, serve_in_thread
+from cobaltlite.rpc.peers import serve_component
 
 
 @Pyro5.api.expose
@@ -56,13 +55,6 @@ class QsimSystemAPI:
 
 
 def serve_qsim(qsim: Qsim, config: Config) -> list:
-    """Serve `qsim` on the instance's queue-manager and system sockets; return the daemons."""
-    secret = read_secret(config.secret_path)
-    daemons = []
-    for name, api in (("queue-manager", QsimQueueManagerAPI(qsim)),
-                      ("system", QsimSystemAPI(qsim))):
-        daemon, _ = serve(api, unix_socket=config.socket(name), socket_mode=COMPONENT_SOCKET_MODE,
-                          object_id=name, secret=secret)
-        serve_in_thread(daemon)
-        daemons.append(daemon)
-    return daemons
+    """Serve `qsim` at the instance's queue-manager and system addresses; return the daemons."""
+    return [serve_component(config, "queue-manager", QsimQueueManagerAPI(qsim)),
+            serve_component(config, "system", QsimSystemAPI(qsim))]

@@ -1,19 +1,84 @@
-"""Reaching another component: its Unix socket, the shared secret, one proxy per thread."""
+"""Serving a component and reaching one: its address, the shared secret, one proxy per thread.
+
+A component's address comes from `Config.address` alone (its `addresses:` entry, else its socket
+under `sockets/`); `serve_component` listens there and `component_uri` points clients there, so
+the two cannot disagree.
+"""
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 from typing import Any
 
 import Pyro5.api
 
-from cobaltlite.config import Config
+from cobaltlite.config import Address, Config, UnixAddress
+from cobaltlite.errors import InputError
+from cobaltlite.rpc.client import connect
+from cobaltlite.rpc.errors import SecurityError
 from cobaltlite.rpc.secret import read_secret
-from cobaltlite.rpc.transport import connect
+from cobaltlite.rpc.transport import (
+    COMPONENT_SOCKET_MODE,
+    SecureDaemon,
+    serve,
+    serve_in_thread,
+)
+
+
+def check_address(address: Address) -> None:
+    """Refuse a Unix socket whose directory another account may write to.
+
+    Such an account could put its own socket at the path while the component is down and collect
+    the component secret from every client's handshake: the directory must belong to root or to
+    this account and be writable by its owner only. (TCP ports have no such guard; see
+    docs/operator-guide.md.)
+    """
+    if not isinstance(address, UnixAddress):
+        return
+    directory = address.path.parent
+    try:
+        info = directory.stat()
+    except FileNotFoundError:
+        raise InputError(f"{address}: directory {directory} does not exist") from None
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid not in (0, os.geteuid()) or mode & 0o022:
+        raise SecurityError(
+            f"{address}: directory {directory} (owner uid {info.st_uid}, mode {mode:04o}) may be "
+            f"written by another account, which could stand in for the component and receive "
+            f"the secret; it must belong to root or uid {os.geteuid()} and be writable by its "
+            "owner only"
+        )
 
 
 def component_uri(config: Config, component: str) -> str:
-    return f"PYRO:{component}@./u:{config.socket(component)}"
+    address = config.address(component)
+    check_address(address)
+    if isinstance(address, UnixAddress):
+        return f"PYRO:{component}@./u:{address.path}"
+    host = f"[{address.host}]" if ":" in address.host else address.host
+    return f"PYRO:{component}@{host}:{address.port}"
+
+
+def serve_component(config: Config, component: str, api: object) -> SecureDaemon:
+    """Serve `api` as `component` at its address to clients holding the secret; the request loop
+    runs in a background thread."""
+    address = config.address(component)
+    check_address(address)
+    secret = read_secret(config.secret_path)
+    try:
+        if isinstance(address, UnixAddress):
+            daemon, _uri = serve(api, unix_socket=address.path,
+                                 socket_mode=COMPONENT_SOCKET_MODE, object_id=component,
+                                 secret=secret)
+        else:
+            daemon, _uri = serve(api, host=address.host, port=address.port,
+                                 object_id=component, secret=secret)
+    except OSError as exc:  # bind() alone does not say where: "Address already in use"
+        raise InputError(f"cannot listen on {address}: {exc.strerror or exc}") from None
+    serve_in_thread(daemon)
+    return daemon
 
 
 class Peer:

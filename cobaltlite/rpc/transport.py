@@ -13,6 +13,17 @@ Who is trusted, and how
   client connected. Clients never send a user name, and no remote method may take one as proof of
   who is calling. `caller_is_admin()` builds on the same uid.
 
+Serializers
+-----------
+Daemons decode requests with Pyro5's JSON serializer only. Pyro5 lets each message name its
+serializer, and marshal (or serpent, msgpack) is not safe to decode from an untrusted client such as
+any local user on a 0666 user socket; Pyro5 also decodes the arguments of a "keep serialized"
+request with marshal, whatever the serializer. A SecureDaemon reads every message header before
+Pyro5 touches the payload and refuses both: a handshake fails with "... rejected: this daemon
+accepts only the json serializer, not marshal", a call raises Pyro5.errors.SerializeError with that
+message on the client. The daemon keeps serving; the client's connection stays usable with JSON.
+cobaltlite.rpc.client.connect() pins JSON on the client side.
+
 Errors across the wire
 ----------------------
 Pyro5 rebuilds only builtin exceptions on the client; any other class arrives as a SerializeError
@@ -33,6 +44,7 @@ Socket files
 The directory holding a socket must be writable only by the daemon's account: the mode is set by
 path after bind(), and a socket left by a dead daemon is removed by path. Two daemons started on
 the same path at the same instant are not arbitrated; the service manager must start one.
+(cobaltlite.rpc.peers.check_address enforces the directory rule for component sockets.)
 """
 
 import grp
@@ -48,10 +60,12 @@ from pathlib import Path
 from typing import Any
 
 import Pyro5.api
+import Pyro5.errors
 import Pyro5.server
+from Pyro5 import protocol, serializers
 from Pyro5.callcontext import current_context
-from Pyro5.serializers import SerializerBase
-from Pyro5.socketutil import SocketConnection
+from Pyro5.serializers import JsonSerializer, SerializerBase
+from Pyro5.socketutil import SocketConnection, receive_data
 
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.rpc.errors import SecurityError
@@ -64,6 +78,81 @@ USER_SOCKET_MODE = 0o666
 # Probing an existing socket file: a live daemon answers connect() at once.
 _PROBE_TIMEOUT = 1.0
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_JSON_ID = JsonSerializer.serializer_id
+# Pyro5's serializer ids are fixed by its wire protocol; spelled out because msgpack's entry is
+# missing from Pyro5's tables when msgpack is not installed, and a client may still send it.
+_SERIALIZER_NAMES = {1: "serpent", 2: "marshal", 3: "json", 4: "msgpack"}
+_DISCARD_CHUNK = 1 << 16
+
+
+class _RefusedMessage(Exception):
+    """A request the daemon will not decode, with what its answer needs from the header."""
+
+    def __init__(self, reason: str, message: protocol.ReceivingMessage) -> None:
+        super().__init__(reason)
+        self.seq = message.seq
+        self.serializer_id = message.serializer_id
+        self.oneway = bool(message.flags & protocol.FLAGS_ONEWAY)
+
+
+class _JsonOnlyReader:
+    """Reads one client connection for Pyro5, refusing each message that is not JSON.
+
+    Pyro5 picks the decoder from the header of each message and decodes inside `_handshake` and
+    `handleRequest`, before any hook a subclass could override. Wrapping the serializers in
+    Pyro5's module-level table would also change every client in the process, so the check sits
+    where Pyro5 reads instead: installed as one connection's `recv`, this sees each header whole
+    before the payload is read. The payload of a refused message is read and dropped, undecoded,
+    so the stream stays in step and the refusal is not lost to a connection reset.
+    """
+
+    def __init__(self, conn: SocketConnection, daemon: str) -> None:
+        self._conn = conn
+        self._daemon = daemon
+        self._header = b""
+        self._payload_left = 0
+
+    def __call__(self, size: int) -> bytes:
+        data = receive_data(self._conn.sock, size)
+        if self._payload_left:
+            self._payload_left -= len(data)
+            return data
+        self._header += data
+        if len(self._header) < protocol._header_size:  # the wire protocol's fixed 40 bytes
+            return data
+        # Parsed by Pyro5 itself (it checks the tag, version, magic number and size limit).
+        message = protocol.ReceivingMessage(self._header)
+        self._header = b""
+        payload = message.annotations_size + message.data_size
+        reason = _refusal(message)
+        if reason is None:
+            self._payload_left = payload
+            return data
+        while payload:
+            payload -= len(receive_data(self._conn.sock, min(payload, _DISCARD_CHUNK)))
+        import structlog  # as in validateHandshake: only a daemon that refuses needs it
+
+        structlog.get_logger(__name__).warning(
+            "rpc.request_refused", daemon=self._daemon, peer=_describe_peer(self._conn),
+            reason=reason)
+        raise _RefusedMessage(reason, message)
+
+
+def _refusal(message: protocol.ReceivingMessage) -> str | None:
+    # Only a connect and an invoke carry data Pyro5 decodes; a ping's payload is ignored and
+    # recv_stub refuses any other type.
+    if message.type not in (protocol.MSG_CONNECT, protocol.MSG_INVOKE):
+        return None
+    if message.serializer_id != _JSON_ID:
+        name = _SERIALIZER_NAMES.get(message.serializer_id, f"id {message.serializer_id}")
+        return f"this daemon accepts only the json serializer, not {name}"
+    if message.flags & protocol.FLAGS_COMPRESSED:
+        # Pyro5 would inflate it before any size check: a few kilobytes could become gigabytes.
+        return "this daemon does not accept compressed messages"
+    if message.flags & protocol.FLAGS_KEEPSERIALIZED:
+        return ("this daemon accepts only the json serializer, not pre-serialized arguments "
+                "(Pyro5 decodes those with marshal)")
+    return None
 
 
 class SecureDaemon(Pyro5.server.Daemon):
@@ -86,7 +175,25 @@ class SecureDaemon(Pyro5.server.Daemon):
         # Pyro5's own hook for the handshake (it has no public one that runs before the handshake
         # is read); without a timeout here a client that connects and says nothing holds a worker.
         conn.sock.settimeout(HANDSHAKE_TIMEOUT)
+        # Set on this connection object only, not on the class: every message of this connection,
+        # the handshake first, goes through the check, and nothing else in the process does.
+        # A refused handshake reaches Pyro5's own failure path, which answers the client.
+        conn.recv = _JsonOnlyReader(conn, self.locationStr)
         return super()._handshake(conn, denied_reason)
+
+    def handleRequest(self, conn: SocketConnection) -> None:
+        try:
+            super().handleRequest(conn)
+        except _RefusedMessage as refused:
+            # Pyro5 answers nothing when reading a request fails; this client must learn why.
+            # The answer uses the client's serializer, as its proxy insists (encoding our own
+            # message is safe; only decoding is not), or JSON if this host lacks that one.
+            if not refused.oneway:
+                answer_with = (refused.serializer_id
+                               if refused.serializer_id in serializers.serializers_by_id
+                               else _JSON_ID)
+                self._sendExceptionResponse(conn, refused.seq, answer_with,
+                                            Pyro5.errors.SerializeError(str(refused)), None)
 
     def validateHandshake(self, conn: SocketConnection, data: Any) -> str:
         if self._secret is not None:
@@ -103,12 +210,6 @@ class SecureDaemon(Pyro5.server.Daemon):
                 raise PermissionError("component secret refused")
         conn.sock.settimeout(self._idle_timeout)
         return "ok"
-
-
-WIRE_SERIALIZER = "json"
-"""Pyro5's JSON serializer: the stdlib's C codec decodes 10,000 job rows in tens of
-milliseconds where serpent (literal_eval) took seconds, and it is safe to decode from any
-local user. Components exchange only plain data (str, int, float, bool, None, lists, dicts)."""
 
 
 def serve(
@@ -178,24 +279,6 @@ def shutdown(daemon: SecureDaemon) -> None:
     Safe to call twice, and on a daemon whose loop never ran.
     """
     daemon.shutdown()
-
-
-def connect(
-    uri: str | Pyro5.api.URI, *, secret: str | None = None, timeout: float = 10.0
-) -> Pyro5.api.Proxy:
-    """Return a proxy for `uri` that offers `secret` in the handshake and waits `timeout` s a reply.
-
-    The connection is made on the first call. A daemon that refuses the secret makes that call
-    raise Pyro5.errors.CommunicationError("... rejected: component secret refused"). Pyro5 proxies
-    belong to the thread that created them; use one per thread.
-    """
-    proxy = Pyro5.api.Proxy(uri)
-    # Pinned so a PYRO_SERIALIZER environment variable cannot change what goes on the wire.
-    proxy._pyroSerializer = WIRE_SERIALIZER
-    proxy._pyroTimeout = timeout
-    if secret is not None:
-        proxy._pyroHandshake = secret
-    return proxy
 
 
 def caller_credentials() -> tuple[int, int, int]:
@@ -317,6 +400,6 @@ def _as_builtin_exception(exc: CobaltliteError) -> dict[str, Any]:
     }
 
 
-# Registered on import: both serve() and connect() live here, so every process that runs a daemon
-# has the translation in place before its first reply.
+# Registered on import: serve() lives here, so every process that runs a daemon has the
+# translation in place before its first reply.
 SerializerBase.register_class_to_dict(CobaltliteError, _as_builtin_exception)
