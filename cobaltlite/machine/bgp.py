@@ -184,8 +184,10 @@ class BGPMachine:
 
         busy (a job holds it), blocked (<holder's block>) when it shares a node card with a held
         block, blocked-wiring (<holder's block>) when it only shares a wire, offline when taken
-        out of service, else idle. Placing a job and starting it are one step here, so Cobalt's
-        `allocated` (reserved, not yet running) and `cleanup` states do not arise.
+        out of service, else idle. The model knows only that a block is held, not what its job's
+        processes are doing: the live system component shows a held block as Cobalt's
+        `allocated`, `busy` or `cleanup` by its job's phase (cobaltlite/system/service.py), while
+        Qsim, whose jobs start and end in an instant, shows `busy`.
         """
         holder = {i: jobid for jobid, (i, _) in self._held.items()}
         cards = self._cards

@@ -67,7 +67,11 @@ class FlatMachine:
         return {jobid: mask_to_ranges(mask) for jobid, (mask, _, _) in self._held.items()}
 
     def block_states(self) -> list[dict[str, object]]:
-        """Each node as `busy` (with its job) or `idle`: the flat machine's partlist."""
+        """Each node as `busy` (with its job) or `idle`: the flat machine's partlist.
+
+        As for Blue Gene/P blocks, the live system component shows a held node as `allocated`,
+        `busy` or `cleanup` by its job's phase (cobaltlite/system/service.py).
+        """
         owner = {}
         for jobid, (mask, _, _) in self._held.items():
             for node in iter_bits(mask):

@@ -1,16 +1,31 @@
 """The per-job runner: `python -m cobaltlite.system.runner SPEC.json`.
 
 The system component starts one runner per job in a session of its own, so the job outlives a
-crash of the system daemon. The runner forks the job (as the submitter when it runs as root),
-enforces the wall time (SIGTERM, then SIGKILL after a grace period), forwards a kill request
-(SIGTERM to the runner) the same way, and finally writes the exit status to a JSON file by
-atomic rename. A restarted system daemon re-adopts running jobs by their runner pid and collects
-their status files, which is the reconciliation rule in docs/operator-guide.md.
+crash of the system daemon. The runner forks the job (as the submitter when it runs as root)
+into a session and process group of its own, and reports each step to the system by a file
+written by atomic rename beside the launch record:
+
+* `<jobid>.started` (with the job's pid) once the job process exists: the block goes from
+  `allocated` to `busy`;
+* `<jobid>.cleanup` when the job's main process has ended with processes of the job left
+  behind, or when a kill (SIGTERM to the runner: qdel) or the wall time ends the job: the block
+  shows `cleanup`. The runner then signals every process of the job (SIGTERM, then SIGKILL
+  after the grace period, again until none is left);
+* `<jobid>.status` (exit status of the main process, end reason) only once no process of the
+  job remains, so the system never hands the nodes to another job while this one still runs.
+
+The job's processes are its process group plus any descendant that left the group (a daemon
+that called setsid) and was orphaned: the runner is a child subreaper, so such orphans become
+its children, and it reaps them, so an exited process never lingers as a zombie in the group.
+
+A restarted system daemon re-adopts running jobs by their runner pid and collects their status
+files, which is the reconciliation rule in docs/operator-guide.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -20,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 KILL_GRACE_SECONDS = 10.0
+POLL_SECONDS = 0.05
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _open_cobaltlog(spec: dict[str, Any]) -> int | None:
@@ -27,9 +44,11 @@ def _open_cobaltlog(spec: dict[str, Any]) -> int | None:
 
     The user chose the path, so the runner (root) takes on the user's uid, gid and groups just
     for the open, and refuses to follow a symbolic link; otherwise a user could make root
-    create or append to any file. None if the user may not write there.
+    create or append to any file. O_NONBLOCK because the user could also make the path a FIFO:
+    a blocking open (or write) would stall the runner before the job starts, holding the block
+    `allocated` beyond the reach of qdel and the wall time. None if the user may not write there.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
     if os.geteuid() != 0 or spec["uid"] == 0:
         try:
             return os.open(spec["cobaltlog"], flags, 0o644)
@@ -61,6 +80,8 @@ def _log(fd: int | None, message: str) -> None:
 def _exec_job(spec: dict[str, Any]) -> None:
     """In the forked child: become the user, open the output files as the user, exec."""
     try:
+        # The runner's kill handler must not survive into the job before exec replaces it.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.setsid()
         if os.getuid() == 0 and spec["uid"] != 0:
             import pwd
@@ -88,55 +109,127 @@ def _exec_job(spec: dict[str, Any]) -> None:
 
 
 def run(spec_path: Path) -> int:
+    kill_requested = False
+
+    def _request_kill(_signum: int, _frame: Any) -> None:
+        # Only noted here: the loop below acts on it, whatever phase the job is in.
+        nonlocal kill_requested
+        kill_requested = True
+
+    signal.signal(signal.SIGTERM, _request_kill)
+    # An inherited SIG_IGN would let the kernel reap the job unseen and lose its exit status.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _become_subreaper()
     spec = json.loads(spec_path.read_text())
-    status_path = Path(spec["status_path"])
+    jobid, grace = spec["jobid"], spec.get("kill_grace", KILL_GRACE_SECONDS)
     cobaltlog = _open_cobaltlog(spec)
+    if kill_requested:  # deleted while the runner was starting: the job never runs
+        _log(cobaltlog, f"job {jobid} deleted before it started")
+        _write_atomic(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
+                                                  "reason": "deleted", "end_time": time.time()})
+        return 0
     pid = os.fork()
     if pid == 0:
         _exec_job(spec)
-    reason = "exited"
-    kill_at: float | None = None
-    deadline = time.monotonic() + spec["walltime"]
-
-    def _request_kill(_signum: int, _frame: Any) -> None:
-        nonlocal reason, kill_at
-        if kill_at is None:
-            reason = "deleted"
-            _signal_job(pid, signal.SIGTERM)
-            kill_at = time.monotonic() + spec.get("kill_grace", KILL_GRACE_SECONDS)
-
-    signal.signal(signal.SIGTERM, _request_kill)
-    _log(cobaltlog, f"job {spec['jobid']} started on {spec['cobalt_env']['COBALT_PARTNAME']} "
+    _write_atomic(Path(spec["started_path"]), {"jobid": jobid, "job_pid": pid})
+    _log(cobaltlog, f"job {jobid} started on {spec['cobalt_env']['COBALT_PARTNAME']} "
                f"(runner pid {os.getpid()}, job pid {pid})")
+    deadline = time.monotonic() + spec["walltime"]
+    reason = "exited"
+    status: int | None = None  # the main process's wait status, once reaped
+    kill_at: float | None = None  # set when the cleanup begins
     while True:
-        try:
-            done, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done, status = pid, 0
-        if done:
-            break
+        status = _reap_children(pid, status)
         now = time.monotonic()
-        if kill_at is None and now >= deadline:
-            reason = "walltime"
-            _signal_job(pid, signal.SIGTERM)
-            kill_at = now + spec.get("kill_grace", KILL_GRACE_SECONDS)
-        elif kill_at is not None and now >= kill_at:
-            _signal_job(pid, signal.SIGKILL)
-            kill_at = float("inf")
-        time.sleep(0.05)
+        if kill_at is None and status is None:
+            if kill_requested:
+                reason = "deleted"
+            elif now >= deadline:
+                reason = "walltime"
+            else:
+                time.sleep(POLL_SECONDS)
+                continue
+        # The main process has ended or must end: nothing of the job may outlive the runner.
+        left, children = _job_processes(pid)
+        if status is not None and not left:
+            break
+        if kill_at is None:
+            _write_atomic(Path(spec["cleanup_path"]), {"jobid": jobid, "reason": reason})
+            _log(cobaltlog, f"job {jobid} cleaning up ({reason}): signalling "
+                            f"{len(left)} process(es) of the job")
+            _signal_job(pid, children, signal.SIGTERM)
+            kill_at = now + grace
+        elif now >= kill_at:
+            # Repeated at every turn: a process may have forked since the last signal.
+            _signal_job(pid, children, signal.SIGKILL)
+        time.sleep(POLL_SECONDS)
+    assert status is not None
     exit_status = os.waitstatus_to_exitcode(status)
-    _log(cobaltlog, f"job {spec['jobid']} ended: {reason}, exit status {exit_status}")
-    tmp = status_path.with_name(status_path.name + ".tmp")
-    tmp.write_text(json.dumps({"jobid": spec["jobid"], "exit_status": exit_status,
-                               "reason": reason, "end_time": time.time()}))
-    os.replace(tmp, status_path)
+    _log(cobaltlog, f"job {jobid} ended: {reason}, exit status {exit_status}")
+    _write_atomic(Path(spec["status_path"]), {"jobid": jobid, "exit_status": exit_status,
+                                              "reason": reason, "end_time": time.time()})
     return 0
 
 
-def _signal_job(pid: int, signum: int) -> None:
-    """Signal the job's whole process group (it called setsid), so its children go too."""
+def _become_subreaper() -> None:
+    """Make orphaned descendants of the job children of this runner (Linux), so the runner can
+    find them when they leave the job's process group, and reap them when they die."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _reap_children(job_pid: int, status: int | None) -> int | None:
+    """Reap every exited child (the job, and orphans adopted as subreaper); return the job's
+    wait status once it is known."""
+    while True:
+        try:
+            done, wait_status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status
+        if done == 0:
+            return status
+        if done == job_pid:
+            status = wait_status
+
+
+def _job_processes(job_pid: int) -> tuple[list[int], list[int]]:
+    """The job's live (not zombie) processes, and those among them that are this runner's
+    children. The job is its process group, which is `job_pid` since the job called setsid,
+    plus the orphans this runner adopted as subreaper, which may have left the group."""
+    me, live, children = os.getpid(), [], []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # it ended meanwhile
+            continue
+        # After the command name, which may hold spaces or ')': state, ppid, pgrp.
+        state, ppid, pgrp = stat[stat.rfind(")") + 2:].split()[:3]
+        if state in "ZX" or (int(pgrp) != job_pid and int(ppid) != me):
+            continue
+        live.append(int(entry.name))
+        if int(ppid) == me:
+            children.append(int(entry.name))
+    return live, children
+
+
+def _signal_job(job_pid: int, children: list[int], signum: int) -> None:
+    """Signal the job's process group, and each of this runner's children on its own: adopted
+    orphans outside the group, and the job's main process if it has not yet called setsid.
+    Only children are signalled by pid: their pids cannot be reused until this runner reaps
+    them, whereas a group member's pid could belong to a stranger by the time of the kill."""
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signum)
+        os.killpg(job_pid, signum)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
+def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
