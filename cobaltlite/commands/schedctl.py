@@ -103,7 +103,9 @@ def _scheduler(args: Any) -> int:
         else:
             status = scheduler.status()
             print(f"Job Scheduling: {'ENABLED' if status['active'] else 'DISABLED'}")
-            print(f"passes: {status['passes']}, every {status['interval']:g} s, "
+            took = status.get("last_pass_seconds")
+            last = f", the last took {took * 1000:.0f} ms" if took is not None else ""
+            print(f"passes: {status['passes']}{last}, every {status['interval']:g} s, "
                   f"backfilling: {status['backfill']}")
             if status["last_error"]:
                 print(f"last pass failed: {status['last_error']}")

@@ -329,15 +329,18 @@ class JobStore:
     def set_scores(self, scores: Mapping[int, float]) -> None:
         if not scores:
             return
-        with self._writing():
-            with self.engine.begin() as conn:
-                conn.execute(
-                    update(jobs_table)
-                    .where(jobs_table.c.jobid == bindparam("b_jobid"))
-                    .values(score=bindparam("b_score")),
-                    [{"b_jobid": j, "b_score": s} for j, s in scores.items()],
-                )
-            if self._unfinished is not None:
+        # Not under _writing(): writing 10,000 scores takes long enough to stall a pass that
+        # waits for the lock, and it need not be ordered against other writes, which never
+        # change a score (and scores come from one thread, the queue manager's ScoreWriter).
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(jobs_table)
+                .where(jobs_table.c.jobid == bindparam("b_jobid"))
+                .values(score=bindparam("b_score")),
+                [{"b_jobid": j, "b_score": s} for j, s in scores.items()],
+            )
+        if self._unfinished is not None:
+            with self._unfinished.lock:
                 self._unfinished.set_scores(scores)
 
     def _writing(self) -> Any:

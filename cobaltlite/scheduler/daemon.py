@@ -7,6 +7,7 @@ user socket; starting and stopping need admin rights, checked from the kernel's 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import Pyro5.api
@@ -27,6 +28,7 @@ class SchedulerLoop:
         self.interval = interval
         self.active = True
         self.passes = 0
+        self.last_pass_seconds: float | None = None  # how long the last complete pass took
         self.last_error: str | None = None
         self._wake = threading.Event()
         self._scheduler: Scheduler | None = None
@@ -35,6 +37,7 @@ class SchedulerLoop:
     def run_pass(self) -> list[tuple[int, str]]:
         """One pass now; peers that are down make it fail quietly until the next one."""
         with self._pass_lock:
+            began = time.perf_counter()
             try:
                 if self._scheduler is None:
                     site = self._make_site()
@@ -47,6 +50,7 @@ class SchedulerLoop:
                 self.last_error = str(exc)
                 return []
             self.last_error = None
+            self.last_pass_seconds = time.perf_counter() - began
             self.passes += 1
             for jobid, where in report.started:
                 log.info("job placed", jobid=jobid, location=where)
@@ -96,7 +100,8 @@ class ControlAPI:
     def status(self) -> dict[str, Any]:
         loop = self._loop
         return {"active": loop.active, "passes": loop.passes, "interval": loop.interval,
-                "backfill": str(loop.backfill), "last_error": loop.last_error}
+                "backfill": str(loop.backfill), "last_error": loop.last_error,
+                "last_pass_seconds": loop.last_pass_seconds}
 
     def start(self) -> bool:
         self._require_admin("schedctl --start")
