@@ -15,7 +15,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from cobaltlite.config import COMPONENTS, Config, default_state_dir, ensure_layout, load_config
+from cobaltlite.config import (
+    COMPONENTS,
+    Config,
+    UnixAddress,
+    default_state_dir,
+    ensure_layout,
+    load_config,
+)
 from cobaltlite.errors import CobaltliteError
 from cobaltlite.rpc.peers import Peer, check_address
 from cobaltlite.rpc.secret import create_secret
@@ -106,7 +113,8 @@ def down(config: Config, console: Console) -> int:
 
 
 def status(config: Config, console: Console) -> int:
-    table = Table(title=f"cobaltlite instance {config.state_dir}")
+    table = Table(title=f"cobaltlite instance {config.state_dir}",
+                  caption="relative paths are in the instance directory")
     for column in ("component", "pid", "answers"):
         table.add_column(column)
     # Folded, not cut short: a path is no use with its end replaced by an ellipsis.
@@ -117,13 +125,22 @@ def status(config: Config, console: Console) -> int:
         answers = pid is not None and _answers(config, component)
         healthy &= answers
         table.add_row(component, str(pid or "-"), "yes" if answers else "[red]no[/red]",
-                      str(config.address(component)))
+                      _shown_address(config, component))
     console.print(table)
     console.print(f"machine: {config.machine}; database: {config.database_url}; "
                   f"user socket: {config.user_socket}")
     if healthy:
         console.print("all components are up; try: qsub -n 1 -t 5 /bin/hostname && qstat")
     return 0 if healthy else 1
+
+
+def _shown_address(config: Config, component: str) -> str:
+    """The address, with a socket inside the instance directory shown relative to it: the
+    absolute path would not fit an 80-column terminal, and the title names the directory."""
+    address = config.address(component)
+    if isinstance(address, UnixAddress) and address.path.is_relative_to(config.state_dir):
+        return f"unix:{address.path.relative_to(config.state_dir)}"
+    return str(address)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
