@@ -82,6 +82,9 @@ def up(config: Config, console: Console) -> int:
                 # e.g. its address is taken: say so now rather than after START_TIMEOUT.
                 console.print(f"[red]{component}: exited with status {daemon.returncode}; "
                               f"see {config.log_file(component)}[/red]")
+                reason = _start_failure(config, component)
+                if reason:
+                    console.print(reason, markup=False, highlight=False)
                 return 1
             if time.monotonic() > deadline:
                 console.print(f"[red]{component}: did not answer within {START_TIMEOUT:.0f} s; "
@@ -90,6 +93,17 @@ def up(config: Config, console: Console) -> int:
             time.sleep(0.1)
         console.print(f"{component}: started (pid {_pid(config, component)})")
     return status(config, console)
+
+
+def _start_failure(config: Config, component: str) -> str | None:
+    """The reason the daemon printed when it could not start (the last such line of its log),
+    so the operator reads it here rather than in the log."""
+    marker = f"cobaltlite {component}: cannot start:"
+    try:
+        lines = config.log_file(component).read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    return next((line for line in reversed(lines) if line.startswith(marker)), None)
 
 
 def down(config: Config, console: Console) -> int:

@@ -11,3 +11,7 @@ class InputError(CobaltliteError):
 
 class MachineError(CobaltliteError):
     """A machine description is inconsistent or a placement request is impossible."""
+
+
+class DatabaseInUseError(InputError):
+    """The `database:` given is already claimed by another queue manager, its only writer."""

@@ -225,6 +225,8 @@ def test_a_port_taken_by_another_program_stops_up_at_once_and_says_where(
         ran = up_with(f"addresses: {{system: 'tcp:127.0.0.1:{port}'}}\n", state_dir)
     assert ran.returncode != 0
     assert "system: exited with status 1" in ran.stdout, ran.stdout + ran.stderr
+    # The reason is shown by `up` itself, not only in the log.
+    assert f"cannot listen on tcp:127.0.0.1:{port}: Address already in use" in ran.stdout
     log = (state_dir / "log" / "system.log").read_text()
     assert f"cannot listen on tcp:127.0.0.1:{port}: Address already in use" in log
     assert daemons_of(state_dir) == []

@@ -8,15 +8,26 @@ The queue manager is the database's only writer, so its store (`sole_writer=True
 every unfinished job in memory, updated after each commit: listing 10,000 jobs for qstat or for
 a scheduling pass then reads no database at all. The database stays the record; the memory copy
 is rebuilt from it at start, so a crash loses nothing that was acknowledged.
+
+Being the only writer is claimed, not assumed: `init()` of a sole-writer store takes a lock that
+lives exactly as long as this process holds the store, and refuses to start (DatabaseInUseError)
+when another queue manager holds it, since two would hand out the same job ids and each serve a
+stale copy. On PostgreSQL the lock is the session-level advisory lock WRITER_LOCK_KEY, taken on a
+connection of its own; on SQLite it is an exclusive flock on `<database file>.writer-lock`. Both
+vanish with the process, so a queue manager killed with SIGKILL can be restarted at once.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
+import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import nullcontext
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import (
     JSON,
@@ -31,13 +42,18 @@ from sqlalchemy import (
     bindparam,
     create_engine,
     event,
+    func,
     insert,
     select,
+    text,
     type_coerce,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.pool import NullPool
+from sqlalchemy.util import asbool
 
+from cobaltlite.errors import DatabaseInUseError, InputError
 from cobaltlite.queue_manager.states import DONE, QUEUED
 
 metadata = MetaData()
@@ -136,13 +152,92 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
+WRITER_LOCK_NAME = "cobaltlite.queue-manager"
+WRITER_LOCK_KEY = int.from_bytes(hashlib.sha256(WRITER_LOCK_NAME.encode()).digest()[:8], "big",
+                                 signed=True)
+"""PostgreSQL's advisory-lock key for the queue manager's claim: the first 8 bytes of the SHA-256
+of WRITER_LOCK_NAME, signed: -3234385653004093519. pg_locks shows it as locktype `advisory`,
+classid 3541903202, objid 2517776305, objsubid 1. Advisory locks are per database, so instances
+on other databases of the same server do not meet it."""
+SQLITE_LOCK_SUFFIX = ".writer-lock"
+
+
+def claim_sole_writer(url: str) -> Callable[[], None] | None:
+    """Claim the database at `url` for this process's queue manager; return what releases the
+    claim, or None when there is nothing to claim (an in-memory SQLite database, which no other
+    process can reach). Raises DatabaseInUseError if another process holds the claim."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return _claim_sqlite(parsed)
+    if backend == "postgresql":
+        return _claim_postgresql(parsed)
+    raise InputError(f"database {parsed.render_as_string(hide_password=True)}: the queue "
+                     "manager runs on SQLite or PostgreSQL only")
+
+
+def _in_use(url: URL, lock: str) -> DatabaseInUseError:
+    # Without its password (URL.set() ignores None, hence the NamedTuple's _replace).
+    shown = url._replace(password=None).render_as_string(hide_password=False)
+    return DatabaseInUseError(
+        f"the database {shown} is already used by another queue manager (its lock, {lock}, "
+        "is held); stop it, or give this instance a database of its own")
+
+
+def _claim_sqlite(url: URL) -> Callable[[], None] | None:
+    database = url.database
+    if database and asbool(url.query.get("uri", False)):  # an SQLite URI filename: file:PATH
+        database = unquote(urlsplit(database).path)
+    if not database or database == ":memory:" or url.query.get("mode") == "memory":
+        return None
+    # Next to the real file, so every spelling of its path (symbolic links, relative paths)
+    # meets the same lock. A file of its own rather than the database itself: SQLite holds
+    # POSIX locks on the database, and closing any descriptor of that file in this process would
+    # silently drop them. Never deleted: unlinking a lock file lets a waiter lock a dead inode.
+    # os.open's descriptor is not inherited across exec, so no job runner can keep it alive.
+    lock_path = os.path.realpath(database) + SQLITE_LOCK_SUFFIX
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise _in_use(url, lock_path) from None
+    return lambda: os.close(fd)
+
+
+def _claim_postgresql(url: URL) -> Callable[[], None]:
+    # A session-level advisory lock lasts as long as the session that took it, so it needs a
+    # connection nobody else may close: an engine of its own without a pool. The store's pool
+    # closes and replaces its connections behind our back (pool_pre_ping after a failed ping,
+    # recycling, invalidation after a disconnect, dispose() at close), and a held-out pooled
+    # connection would still count against the pool. This one is never pinged or checked in:
+    # it ends at release, when this process dies and the server sees its socket close, or when
+    # the server restarts (which the running queue manager does not notice).
+    # AUTOCOMMIT keeps the session idle rather than "idle in transaction", which
+    # idle_in_transaction_session_timeout would end, taking the lock with it.
+    connection = create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT").connect()
+    try:
+        if connection.dialect.server_version_info >= (14,):
+            # A server-wide idle_session_timeout (PostgreSQL 14+) would end this idle session.
+            connection.execute(text("SET idle_session_timeout = 0"))
+        claimed = connection.execute(select(func.pg_try_advisory_lock(WRITER_LOCK_KEY))).scalar()
+    except BaseException:
+        connection.close()
+        raise
+    if not claimed:
+        connection.close()
+        raise _in_use(url, f"PostgreSQL advisory lock {WRITER_LOCK_KEY}")
+    return connection.close
+
+
 class JobStore:
     """Jobs, queues and the id counter in one database.
 
     `sole_writer`: this store is the only one writing the database (the queue manager's), so it
-    keeps unfinished jobs in memory from `init()` on and answers listings from there. Stores
-    that share a database with a writer elsewhere (tests, tools) leave it off and always read
-    the database.
+    claims the database at `init()` (claim_sole_writer; held until `close()`), then keeps
+    unfinished jobs in memory and answers listings from there. Stores that share a database
+    with a writer elsewhere (tests, tools) leave it off, claim nothing and always read the
+    database.
     """
 
     def __init__(self, url: str, *, sole_writer: bool = False) -> None:
@@ -150,9 +245,15 @@ class JobStore:
         self.engine = make_engine(url)
         self._sole_writer = sole_writer
         self._unfinished: _UnfinishedJobs | None = None
+        self._release_claim: Callable[[], None] | None = None
 
     def init(self, default_queue_state: str = "running", default_policy: str = "default") -> None:
-        """Create the schema if missing, the job-id counter and the `default` queue."""
+        """Claim the database if this is the sole writer (DatabaseInUseError if another queue
+        manager holds it), then create the schema if missing, the job-id counter and the
+        `default` queue."""
+        # Before anything is read: a copy built while another writer still runs would be stale.
+        if self._sole_writer and self._release_claim is None:
+            self._release_claim = claim_sole_writer(self.url)
         metadata.create_all(self.engine)
         with self.engine.begin() as conn:
             if (
@@ -183,6 +284,10 @@ class JobStore:
 
     def close(self) -> None:
         self.engine.dispose()
+        # Released last, once this store's own connections are gone.
+        if self._release_claim is not None:
+            self._release_claim()
+            self._release_claim = None
 
     # ---- jobs -------------------------------------------------------------------------
 
