@@ -5,6 +5,9 @@ job runs, and `cleanup` while the runner kills what the job left behind (or what
 wall time ends); it is freed only once no process of the job remains. The tests watch this as a
 user would, through the system's partitions() (partlist), and check the processes in /proc.
 
+A runner killed outright (SIGKILL) cannot clean up: the system service does it in its place,
+killing what is left of the job's process group, and only of it, before it frees the block.
+
 Leftover processes are made with `(trap '' TERM; exec sleep 300) &`: an ignored SIGTERM stays
 ignored across exec, so such a process survives the runner's SIGTERM and dies only of the
 SIGKILL sent `kill_grace` seconds later. That guarantees a cleanup phase at least that long,
@@ -14,6 +17,7 @@ which the tests observe without depending on timing luck.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import json
 import os
@@ -36,6 +40,7 @@ from cobaltlite.rpc.peers import Peer
 from cobaltlite.system.service import SystemService
 
 KILL_GRACE = 3.0
+PR_SET_CHILD_SUBREAPER = 36
 LEFTOVER = "(trap '' TERM; exec sleep 300) &\necho $! > {pidfile}\n"
 
 
@@ -64,6 +69,22 @@ def exists(pid: int) -> bool:
 
 def read_pid(path: Path) -> int:
     return int(until(lambda: path.exists() and path.read_text().strip(), 20, f"{path}"))
+
+
+def group(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group `pgid`."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, _ppid, pgrp = stat[stat.rfind(")") + 2:].split()[:3]
+        if state not in "ZX" and int(pgrp) == pgid:
+            members.append(int(entry.name))
+    return members
 
 
 def process_state(pid: int) -> str:
@@ -409,3 +430,165 @@ def test_qdel_frees_the_block_after_cleanup_and_no_queued_job_starts_there_befor
     for sample in sampler.samples:
         if sample[whole] == ("cleanup", holder):
             assert sample["ANL-R00-1024"] == (f"blocked ({whole})", None)
+
+
+# ---- a runner killed outright: the system service cleans up in its place --------------------
+
+
+@pytest.fixture()
+def orphans() -> Iterator[list[int]]:
+    """The processes of jobs whose runner a test kills. This process adopts them as child
+    subreaper while the test runs (this container's pid 1 reaps no orphan: each would stay a
+    zombie for good), kills any the system failed to end (a failed test), and reaps them all."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        pytest.skip("cannot become a child subreaper (prctl failed)")
+    pids: list[int] = []
+    try:
+        yield pids
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+def runner_of(tmp_path: Path, jobid: int) -> int:
+    return json.loads((tmp_path / "system" / f"{jobid}.json").read_text())["runner_pid"]
+
+
+def polled_state(service: SystemService, block: str) -> str:
+    """One turn of the system daemon's poll loop, then the block's state as partlist shows it."""
+    service.poll()
+    return states(service.partitions())[block]
+
+
+def start_job_with_leftover(service: SystemService, tmp_path: Path, jobid: int, block: str,
+                            orphans: list[int]) -> tuple[int, list[int]]:
+    """Launch on `block` (1024 nodes) a job that runs `sleep 300` beside a leftover that ignores
+    SIGTERM; once all three processes run, return the leftover's pid and every process of the
+    job, which `orphans` gets to reap."""
+    pidfile = tmp_path / f"{jobid}.leftover"
+    job = script(tmp_path / f"{jobid}.sh", LEFTOVER.format(pidfile=pidfile) + "sleep 300")
+    service.launch(jobid, block, job_spec(tmp_path, jobid, job, 1024))
+    stubborn = read_pid(pidfile)
+    started = tmp_path / "system" / f"{jobid}.started"
+    job_pid = json.loads(until(lambda: started.exists() and started.read_text(), 20,
+                               "the started marker"))["job_pid"]
+
+    def all_three() -> list[int]:
+        members = group(job_pid)  # the shell, its `sleep 300` and the leftover
+        return members if len(members) == 3 else []
+
+    members = until(all_three, 20, "the job's three processes")
+    orphans.extend(members)
+    return stubborn, members
+
+
+def watch_cleanup(service: SystemService, block: str, jobid: int,
+                  ends: list[tuple[int, int | None, str]], members: list[int]) -> float:
+    """Run the poll loop until the job's end is reported. The block must stay in cleanup while
+    any process of the job lives, be freed only once none does, and the end come only after
+    that; no poll may wait for the processes to die. Return when the block was seen freed."""
+    freed: float | None = None
+    deadline = time.monotonic() + KILL_GRACE + 20
+    while not any(ended == jobid for ended, _, _ in ends):
+        assert time.monotonic() < deadline, f"job {jobid}'s end was never reported"
+        began = time.monotonic()
+        service.poll()
+        took = time.monotonic() - began
+        assert took < KILL_GRACE / 3, f"a poll took {took:.1f} s: it waited for the kill"
+        reported = any(ended == jobid for ended, _, _ in ends)
+        state = states(service.partitions())[block]
+        alive = [pid for pid in members if not gone(pid)]  # read after the state: see below
+        if state == "cleanup":
+            assert not reported, "the end was reported while the block was in cleanup"
+        else:
+            # Processes do not come back to life: any alive now was alive when the block was
+            # freed, which must not happen.
+            assert state == "idle" and not alive, (state, alive)
+            freed = freed or time.monotonic()
+        time.sleep(0.1)
+    assert freed is not None
+    return freed
+
+
+def test_the_system_kills_what_a_killed_runner_left_before_it_frees_the_block(
+        tmp_path: Path, services: list[SystemService], orphans: list[int]) -> None:
+    ends: list[tuple[int, int | None, str]] = []
+    service = new_service(services, tmp_path, ends)
+    block = "ANL-R00-1024"
+    stubborn, members = start_job_with_leftover(service, tmp_path, 1, block, orphans)
+    # Another job, on a block of its own, ends during the cleanup: its end must not wait.
+    go = tmp_path / "go"
+    other = script(tmp_path / "other.sh", f"while [ ! -e {go} ]; do sleep 0.05; done")
+    service.launch(2, "ANL-R01-M1-512", job_spec(tmp_path, 2, other, 512))
+    killed = time.monotonic()
+    os.kill(runner_of(tmp_path, 1), signal.SIGKILL)  # the runner cannot clean up
+    until(lambda: polled_state(service, block) == "cleanup", 20, "the block in cleanup")
+    assert service.job_status(1) == "running" and ends == []
+    assert not gone(stubborn), "the leftover ignores SIGTERM: it lives through the grace period"
+    go.touch()
+    freed = watch_cleanup(service, block, 1, ends, members)
+    assert ends == [(2, 0, "exited"), (1, None, "lost")]
+    assert freed - killed >= KILL_GRACE, "the leftover died before the SIGKILL was due"
+    assert set(states(service.partitions()).values()) == {"idle"}
+    assert not list((tmp_path / "system").iterdir()), "a job file outlived the acknowledged end"
+
+
+@pytest.mark.parametrize("restart", ["while the system is down", "during the cleanup"])
+def test_a_restarted_system_kills_what_a_killed_runner_left_before_it_frees_the_block(
+        tmp_path: Path, services: list[SystemService], orphans: list[int], restart: str) -> None:
+    ends: list[tuple[int, int | None, str]] = []
+    first = new_service(services, tmp_path, ends)
+    block = "ANL-R00-1024"
+    stubborn, members = start_job_with_leftover(first, tmp_path, 1, block, orphans)
+    runner_pid = runner_of(tmp_path, 1)
+    os.kill(runner_pid, signal.SIGKILL)
+    if restart == "during the cleanup":
+        until(lambda: polled_state(first, block) == "cleanup", 20, "the block in cleanup")
+    else:
+        # The system daemon died first (the first service never polls again): the runner is
+        # gone by the time the system starts again.
+        until(functools.partial(gone, runner_pid), 20, "the runner to die")
+    restarted = new_service(services, tmp_path, ends)
+    assert polled_state(restarted, block) == "cleanup"
+    assert restarted.job_status(1) == "running" and ends == []
+    assert not gone(stubborn)
+    watch_cleanup(restarted, block, 1, ends, members)
+    assert ends == [(1, None, "lost")]
+    assert set(states(restarted.partitions()).values()) == {"idle"}
+
+
+def test_a_started_marker_naming_a_stranger_never_gets_the_stranger_signalled(
+        tmp_path: Path, services: list[SystemService]) -> None:
+    ends: list[tuple[int, int | None, str]] = []
+    service = new_service(services, tmp_path, ends)
+    block = "ANL-R00-1024"
+    # The worst case of a reused pid: the stranger leads a process group of that id, and it
+    # even carries a job id, another job's (11, which begins like 1).
+    stranger = subprocess.Popen(["sleep", "300"], start_new_session=True,
+                                env={**os.environ, "COBALT_JOBID": "11"})
+    try:
+        job = script(tmp_path / "job.sh", "sleep 300")
+        service.launch(1, block, job_spec(tmp_path, 1, job, 1024))
+        # Stop the runner before it forks (see the first test above), forge its started marker,
+        # and kill it: the service finds a runner gone and a started job it must clean up.
+        runner_pid = runner_of(tmp_path, 1)
+        os.kill(runner_pid, signal.SIGSTOP)
+        until(lambda: process_state(runner_pid) == "T", 10, "the runner to stop")
+        started = tmp_path / "system" / "1.started"
+        assert not started.exists(), "the runner forked before SIGSTOP"
+        started.write_text(json.dumps({"jobid": 1, "job_pid": stranger.pid}))
+        os.kill(runner_pid, signal.SIGKILL)
+        until(lambda: polled_state(service, block) == "idle", 20, "the block freed")
+        service.poll()
+        assert ends == [(1, None, "lost")]
+        time.sleep(0.2)  # time for a signal, had one been sent, to take effect
+        assert stranger.poll() is None and process_state(stranger.pid) in "RS", (
+            "the service signalled a process that is not the job's")
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -5,8 +5,9 @@ location, runner pid), the runner's markers `<jobid>.started` and `<jobid>.clean
 the runner is done, `<jobid>.status`. All are written by atomic rename. On start the service
 re-reads every launch record: a job whose runner still lives is re-adopted (its place is held
 again, in the phase its markers say); a job whose runner left a status file is reported ended;
-a job whose runner is gone without a status is reported ended as "lost". A job's files are
-removed only after the queue manager has acknowledged its end.
+a job whose runner is gone without a status is reported ended as "lost" (after the cleanup
+below, if the job had started). A job's files are removed only after the queue manager has
+acknowledged its end.
 
 A held place goes through three phases, which partitions() shows in place of the machine's
 `busy` (Cobalt's partition states, reference §6.3):
@@ -15,10 +16,17 @@ A held place goes through three phases, which partitions() shows in place of the
   process (no `.started` marker);
 * `busy`: the job runs;
 * `cleanup`: the job's main process has ended with processes left behind, or a kill (qdel, wall
-  time) was requested, and the runner is killing what is left (`.cleanup` marker).
+  time) was requested, and the runner is killing what is left (`.cleanup` marker); or the
+  runner itself is gone without a status (killed outright, crashed) after it started the job,
+  and the service kills what is left of the job in its place.
 
 The place is released only when the status file exists, which the runner writes after the last
 process of the job is gone: nothing of one job ever runs beside the next job on the same nodes.
+When the runner is gone without a status but its `.started` marker names the job's pid, which is
+the job's process group (the job called setsid), the service does the runner's cleanup itself:
+SIGTERM to every live member of that group it can tie to the job, then from `kill_grace` seconds
+on SIGKILL at every poll until none is left; only then is the job reported "lost" and its place
+released. Each poll advances this by one step, so it never holds up the poll loop or other jobs.
 The markers are read on each poll and whenever partitions() is asked.
 """
 
@@ -26,10 +34,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +56,15 @@ ALLOCATED, BUSY, CLEANUP = "allocated", "busy", "cleanup"
 _JOB_FILES = (".status", ".started", ".cleanup", ".json")
 """A job's files, removed in this order: the launch record last, so a crash halfway leaves a
 record that a restart reports again (the queue manager takes a repeated end report calmly)."""
+
+
+@dataclass
+class _Leftovers:
+    """A started job whose runner is gone without a status: the service kills what is left."""
+
+    job_pid: int  # the job's main process, and so its process group: the job called setsid
+    kill_at: float | None = None  # clock time from which SIGKILL follows the first SIGTERM
+    killing: bool = False  # whether SIGKILL has been sent (logged once, sent at every poll)
 
 
 class SystemService:
@@ -67,6 +86,7 @@ class SystemService:
         os.chmod(self.dir, 0o700)
         self._lock = threading.RLock()
         self._runners: dict[int, int] = {}  # jobid -> runner pid
+        self._leftovers: dict[int, _Leftovers] = {}  # held jobs the service is cleaning up
         self._phase: dict[int, str] = {}  # jobid -> ALLOCATED, BUSY or CLEANUP, while held
         self._ended: dict[int, dict[str, Any]] = {}  # jobid -> status awaiting acknowledgement
         self._readopt()
@@ -150,7 +170,7 @@ class SystemService:
         if pid is None:
             return False
         try:
-            os.kill(pid, 15)
+            os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             return False
         log.info("job kill sent", jobid=jobid, runner=pid)
@@ -160,7 +180,7 @@ class SystemService:
         with self._lock:
             if jobid in self._ended:
                 return "ended"
-            if jobid in self._runners:
+            if jobid in self._runners or jobid in self._leftovers:
                 return "running"
         return "unknown"
 
@@ -185,26 +205,82 @@ class SystemService:
                     (self.dir / f"{jobid}{suffix}").unlink(missing_ok=True)
 
     def _collect(self) -> None:
-        """Bring every held job's phase up to date from its runner's markers, and release the
-        places of jobs whose runner has written its status or is gone. Called with the lock."""
+        """Bring every held job's phase up to date from its runner's markers, release the
+        places of jobs whose runner has written its status, clean up after those whose runner
+        is gone without one, and release their places once nothing of the job is left. Called
+        with the lock."""
         for jobid, pid in list(self._runners.items()):
             status = self._read_status(jobid)
-            record = self.dir / f"{jobid}.json"
-            if status is None and not _alive(pid, self._popen.get(jobid), record):
-                status = self._read_status(jobid) or {
-                    "jobid": jobid, "exit_status": None, "reason": "lost",
-                    "end_time": self.clock.now()}
-            if status is None:
+            if status is None and _alive(pid, self._popen.get(jobid), self.dir / f"{jobid}.json"):
                 self._update_phase(jobid)
                 continue
-            del self._runners[jobid]
-            self._popen.pop(jobid, None)
-            self._phase.pop(jobid, None)
-            self.machine.release(jobid)
-            self._expected_end.pop(jobid, None)
-            self._ended[jobid] = status
-            log.info("job finished", jobid=jobid, reason=status["reason"],
-                     exit_status=status["exit_status"])
+            # The runner may have written its status just before it ended.
+            status = status or self._read_status(jobid)
+            if status is None:
+                self._runner_gone(jobid)
+            else:
+                self._release(jobid, status)
+        for jobid, leftovers in list(self._leftovers.items()):
+            if not self._kill_leftovers(jobid, leftovers):
+                untied = _group_members(leftovers.job_pid)
+                if untied:
+                    log.warning("processes of the job's process group that the service could "
+                                "not tie to the job or signal: left alone",
+                                jobid=jobid, pids=untied)
+                self._release(jobid, self._lost(jobid))
+
+    def _runner_gone(self, jobid: int) -> None:
+        """The runner of held job `jobid` ended without a status. If it had started the job,
+        processes of the job may still run on the place: they are killed before the release
+        (phase cleanup, advanced at each poll by _kill_leftovers). Otherwise nothing ran, and
+        the job is reported lost at once."""
+        # From here on the runner's pid may be reused: kill() must no longer signal it.
+        self._runners.pop(jobid, None)
+        self._popen.pop(jobid, None)
+        try:
+            job_pid = int(json.loads((self.dir / f"{jobid}.started").read_text())["job_pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            self._release(jobid, self._lost(jobid))
+            return
+        self._leftovers[jobid] = _Leftovers(job_pid)
+        self._phase[jobid] = CLEANUP
+        log.info("job phase", jobid=jobid, phase=CLEANUP, reason="runner gone", job_pid=job_pid)
+
+    def _kill_leftovers(self, jobid: int, leftovers: _Leftovers) -> bool:
+        """One step of the runner's cleanup, done by the service: SIGTERM at the first call,
+        nothing more during the grace period, SIGKILL at every call after it. Whether any
+        process of the job was left at this step."""
+        now = self.clock.now()
+        if leftovers.kill_at is None:
+            signum, leftovers.kill_at = signal.SIGTERM, now + self.kill_grace
+        elif now >= leftovers.kill_at:
+            signum = signal.SIGKILL
+        else:
+            signum = 0  # only look: the grace period runs
+        left = _signal_job_group(jobid, leftovers.job_pid, signum)
+        if left and signum == signal.SIGTERM:
+            log.info("killing what is left of the job", jobid=jobid, processes=left,
+                     signal="SIGTERM")
+        elif left and signum == signal.SIGKILL and not leftovers.killing:
+            leftovers.killing = True
+            log.info("killing what is left of the job", jobid=jobid, processes=left,
+                     signal="SIGKILL")
+        return left > 0
+
+    def _lost(self, jobid: int) -> dict[str, Any]:
+        return {"jobid": jobid, "exit_status": None, "reason": "lost",
+                "end_time": self.clock.now()}
+
+    def _release(self, jobid: int, status: dict[str, Any]) -> None:
+        self._runners.pop(jobid, None)
+        self._popen.pop(jobid, None)
+        self._leftovers.pop(jobid, None)
+        self._phase.pop(jobid, None)
+        self.machine.release(jobid)
+        self._expected_end.pop(jobid, None)
+        self._ended[jobid] = status
+        log.info("job finished", jobid=jobid, reason=status["reason"],
+                 exit_status=status["exit_status"])
 
     def _update_phase(self, jobid: int) -> None:
         # Phases only move forward, so a job already in cleanup costs no look at the disk.
@@ -237,18 +313,20 @@ class SystemService:
             if status is None and pid is None:
                 # The crash may have come between starting the runner and recording its pid.
                 pid = _find_runner(path)
-            if status is None and pid is None:
-                # Crashed between holding the place and starting the runner: nothing ran.
-                status = {"jobid": jobid, "exit_status": None, "reason": "lost",
-                          "end_time": self.clock.now()}
             if status is not None:
                 self._ended[jobid] = status
                 continue
             self.machine.allocate(record["location"], jobid,
                                   self.clock.now() + record["walltime"])
             self._expected_end[jobid] = self.clock.now() + record["walltime"]
-            self._runners[jobid] = pid
             self._phase[jobid] = ALLOCATED
+            if pid is None:
+                # No runner: the crash came before it started (nothing ran, reported lost at
+                # once), or it started the job and is gone since (cleaned up, then lost). A
+                # recorded runner found gone takes the same way at the first poll.
+                self._runner_gone(jobid)
+                continue
+            self._runners[jobid] = pid
             self._update_phase(jobid)
             log.info("job re-adopted", jobid=jobid, runner=pid, location=record["location"],
                      phase=self._phase[jobid])
@@ -264,6 +342,62 @@ def _alive(pid: int, popen: subprocess.Popen[bytes] | None, record: Path) -> boo
         return _runner_cmdline(record) in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group `pgid`."""
+    members = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = proc.joinpath("stat").read_text()
+        except OSError:  # it ended meanwhile
+            continue
+        # After the command name, which may hold spaces or ')': state, ppid, pgrp.
+        state, _ppid, pgrp = stat[stat.rfind(")") + 2:].split()[:3]
+        if state not in "ZX" and int(pgrp) == pgid:
+            members.append(int(proc.name))
+    return members
+
+
+def _signal_job_group(jobid: int, job_pid: int, signum: int) -> int:
+    """Send `signum` (0: none, only look) to each live process of group `job_pid` that belongs
+    to job `jobid`; return how many there were.
+
+    The group id comes from the `.started` marker of a runner that is gone, maybe long ago (the
+    system daemon may have been down meanwhile): once the job's group and session emptied, the
+    pid could have been reused, and a stranger could lead a group of that id. So a process is
+    signalled only if it is tied to the job by its environment: the runner puts
+    COBALT_JOBID=<jobid> in the job's environment at exec, every descendant inherits it, and job
+    ids are never reused, so a stranger does not carry it. (Start times would not do: the
+    service records none, and a stranger's group is newer than the job too.) Only an account's
+    own processes can carry an entry that account forged, and the kill would reach only
+    processes that account may signal itself. The environment is read from /proc, which takes
+    root or the process's own account, as the service has; a process whose environment cannot
+    be read, or that cleared it (env -i), is not tied and is left alone, and a warning names it
+    at release.
+
+    The signal goes through a pidfd opened before the check, so it reaches the very process
+    that was checked: were it to end and its pid be reused in between, the pidfd would refer to
+    the ended process and the signal would go nowhere.
+    """
+    wanted = f"COBALT_JOBID={jobid}".encode()
+    tied = 0
+    for pid in _group_members(job_pid):
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:  # it ended meanwhile; or no pidfd (Linux < 5.3): no safe way to signal
+            continue
+        try:
+            if wanted in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                signal.pidfd_send_signal(pidfd, signum)
+                tied += 1
+        except OSError:  # it ended meanwhile, or its environment cannot be read: not tied
+            continue
+        finally:
+            os.close(pidfd)
+    return tied
 
 
 def _find_runner(record: Path) -> int | None:
