@@ -270,9 +270,10 @@ def _parse_line(
             if not eq or not key.strip():
                 raise _Malformed(f"field {item.strip()!r} is not key=value")
             pairs.append((key.strip(), value.strip()))
-        ident = next((value for key, value in pairs if key == "jobid"), None)
-        if ident is None:
+        found = next((value for key, value in pairs if key == "jobid"), None)
+        if found is None:
             raise _Malformed("neither a record (MM/DD/YYYY HH:MM:SS;...) nor k=v;... with jobid=")
+        ident = found
     try:
         jobid = int(ident)
     except ValueError:
@@ -350,7 +351,7 @@ def _record_time(text: str, zone: tzinfo) -> float:
     return _epoch(text, (year, month, day, hour, minute, second), zone)
 
 
-def _epoch(text: str, parts: tuple[int, ...], zone: tzinfo) -> float:
+def _epoch(text: str, parts: tuple[int, int, int, int, int, int], zone: tzinfo) -> float:
     try:
         moment = datetime(*parts, tzinfo=zone)
     except ValueError:
@@ -368,7 +369,8 @@ def _convert(key: str, value: str, convert: Callable[[str, tzinfo], float], zone
 def _time_value(value: str, zone: tzinfo) -> float:
     match = _ISO_DATE.fullmatch(value)
     if match is not None:
-        return _epoch(value, tuple(map(int, match.groups())), zone)
+        year, month, day, hour, minute, second = map(int, match.groups())
+        return _epoch(value, (year, month, day, hour, minute, second), zone)
     return _number(value)
 
 

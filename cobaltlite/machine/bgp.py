@@ -115,7 +115,7 @@ class BGPMachine:
         best, best_cost = -1, 0.0
         if self._fault_free:
             for i in iter_bits(candidates):
-                cost = (related[i] & available).bit_count()
+                cost: float = (related[i] & available).bit_count()
                 if best < 0 or cost < best_cost:
                     best, best_cost = i, cost
             return best

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from cobaltlite.machine.description import BGPDescription, FlatDescription
+
 OVERDUE_GRACE = 1.0
 """A running job past its expected end (a kill in flight) is planned to end this many seconds
 from now: it still holds its place at this instant, so it cannot count as free now."""
@@ -53,6 +55,11 @@ class Machine(Protocol):
     total_nodes: int
     min_block_size: int
     """n_s of seed 003 Table II: the smallest allocation unit jobs are placed on."""
+
+    @property
+    def description(self) -> BGPDescription | FlatDescription:
+        """What it was built from (sent to a scheduler that builds a replica)."""
+        ...
 
     def allocation_size(self, nodes: int) -> int | None:
         """Nodes a job of this size would hold, or None when no place on the machine fits it."""

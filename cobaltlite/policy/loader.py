@@ -23,6 +23,7 @@ import stat
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ class SampleJob:
 def builtin_sample(machine_size: int, n_s: int) -> list[SampleJob]:
     """Jobs that exercise the corners: just submitted, tiny, whole machine, long waits."""
     sizes = sorted({1, n_s, max(1, machine_size // 2), machine_size})
-    jobs = []
+    jobs: list[SampleJob] = []
     for i, (queued, wall) in enumerate([(0.0, 60.0), (30.0, 3600.0), (86400.0, 600.0),
                                         (7 * 86400.0, 86400.0)]):
         for size in sizes:
@@ -155,7 +156,7 @@ def validate(
         sample = [SampleJob(j.jobid, j.queued_time, j.wall_time, j.size, j.user_name,
                             j.project, j.queue, j.queue_priority) for j in jobs]
         try:
-            run_with_budget(lambda f=function, s=sample: f.score_jobs(s, inputs), budget)
+            run_with_budget(partial(function.score_jobs, sample, inputs), budget)
         except BudgetExceeded:
             raise PolicyError(f"utility function {name!r} did not finish {len(sample)} jobs "
                               f"within the {budget:g} s budget (an endless loop?)") from None

@@ -312,10 +312,10 @@ def render_metrics(metrics: Mapping[str, Any], *, title: str) -> Group:
 
     categories = Table(title="By job length (run time) and scale (allocated nodes), seed 003",
                        title_justify="left")
-    for column, justify in (("category", "left"), ("criterion", "left"), ("jobs", "right"),
-                            ("share", "right"), ("mean wait", "right"),
-                            ("mean response", "right"), ("mean BSD", "right")):
-        categories.add_column(column, justify=justify)
+    for column in ("category", "criterion"):
+        categories.add_column(column, justify="left")
+    for column in ("jobs", "share", "mean wait", "mean response", "mean BSD"):
+        categories.add_column(column, justify="right")
     for key, unit in (("by_length", human_duration), ("by_scale", lambda v: f"{v:,.0f}")):
         for category, criterion in zip(metrics[key], _criterion(metrics[key], unit), strict=True):
             categories.add_row(

@@ -119,8 +119,7 @@ _JSON_COLUMNS = frozenset(c.name for c in jobs_table.columns if isinstance(c.typ
 JOB_FIELDS = tuple(c.name for c in jobs_table.columns)
 _FIELD_AT = {name: i for i, name in enumerate(JOB_FIELDS)}
 # What a column holds when an insert leaves it out: its SQL default, else NULL.
-_INSERT_DEFAULTS = {c.name: c.default.arg if c.default is not None else None
-                    for c in jobs_table.columns}
+_INSERT_DEFAULTS = {c.name: getattr(c.default, "arg", None) for c in jobs_table.columns}
 
 
 def _decode_json(text: Any) -> Any:
@@ -217,7 +216,7 @@ def _claim_postgresql(url: URL) -> Callable[[], None]:
     # idle_in_transaction_session_timeout would end, taking the lock with it.
     connection = create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT").connect()
     try:
-        if connection.dialect.server_version_info >= (14,):
+        if (connection.dialect.server_version_info or (0,)) >= (14,):
             # A server-wide idle_session_timeout (PostgreSQL 14+) would end this idle session.
             connection.execute(text("SET idle_session_timeout = 0"))
         claimed = connection.execute(select(func.pg_try_advisory_lock(WRITER_LOCK_KEY))).scalar()

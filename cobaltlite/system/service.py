@@ -251,6 +251,7 @@ class SystemService:
         nothing more during the grace period, SIGKILL at every call after it. Whether any
         process of the job was left at this step."""
         now = self.clock.now()
+        signum: int
         if leftovers.kill_at is None:
             signum, leftovers.kill_at = signal.SIGTERM, now + self.kill_grace
         elif now >= leftovers.kill_at:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
+from typing import TypeGuard
 
 from cobaltlite.errors import InputError
 from cobaltlite.traces.model import TraceJob, TraceReadResult, select_window
@@ -75,7 +76,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 def accept_row(
     parsed: tuple[int, ...] | str, first_line_of: dict[int, int], source: str, lineno: int,
     lenient: bool, skipped: list[str], id_name: str,
-) -> bool:
+) -> TypeGuard[tuple[int, ...]]:
     """Whether a parsed line (a tuple starting with its job id, or the reason it is malformed)
     is a new job. A malformed or repeated line raises InputError with `source:line`, or on a
     lenient read is recorded in `skipped` and refused."""
