@@ -51,10 +51,16 @@ def _pid(config: Config, component: str) -> int | None:
 
 
 def _answers(config: Config, component: str) -> bool:
+    return _ping_failure(config, component) is None
+
+
+def _ping_failure(config: Config, component: str) -> str | None:
+    """None if the component answers at its address, else why not (for `status`)."""
     try:
-        return Peer(config, component, timeout=3.0).ping() == component
-    except Exception:
-        return False
+        answer = Peer(config, component, timeout=3.0).ping()
+    except Exception as exc:
+        return str(exc) or type(exc).__name__
+    return None if answer == component else f"another component answers there ({answer!r})"
 
 
 def up(config: Config, console: Console) -> int:
@@ -134,13 +140,18 @@ def status(config: Config, console: Console) -> int:
     # Folded, not cut short: a path is no use with its end replaced by an ellipsis.
     table.add_column("address", overflow="fold")
     healthy = True
+    problems: list[str] = []  # why a running component does not answer
     for component in START_ORDER:
         pid = _pid(config, component)
-        answers = pid is not None and _answers(config, component)
-        healthy &= answers
-        table.add_row(component, str(pid or "-"), "yes" if answers else "[red]no[/red]",
+        failure = _ping_failure(config, component) if pid is not None else "not running"
+        healthy &= failure is None
+        table.add_row(component, str(pid or "-"), "yes" if failure is None else "[red]no[/red]",
                       _shown_address(config, component))
+        if failure is not None and pid is not None:
+            problems.append(f"{component}: {failure}")
     console.print(table)
+    for problem in problems:
+        console.print(problem, style="red", markup=False, highlight=False)
     console.print(f"machine: {config.machine}; database: {config.database_url}; "
                   f"user socket: {config.user_socket}")
     if healthy:

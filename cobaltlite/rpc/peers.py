@@ -30,10 +30,11 @@ from cobaltlite.rpc.transport import (
 def check_address(address: Address) -> None:
     """Refuse a Unix socket whose directory another account may write to.
 
-    Such an account could put its own socket at the path while the component is down and collect
-    the component secret from every client's handshake: the directory must belong to root or to
-    this account and be writable by its owner only. (TCP ports have no such guard; see
-    docs/operator-guide.md.)
+    Such an account could put its own socket at the path while the component is down: the
+    directory must belong to root or to this account and be writable by its owner only. Clients
+    would not send that socket the secret (they check the account behind every connection, see
+    cobaltlite.rpc.client, which is also what guards TCP ports), but the component would be
+    unreachable; this check says why at start instead.
     """
     if not isinstance(address, UnixAddress):
         return
@@ -83,10 +84,16 @@ def serve_component(config: Config, component: str, api: object) -> SecureDaemon
 
 class Peer:
     """Calls on a component as if it were local. Pyro5 proxies belong to one thread, so each
-    thread that calls gets its own connection."""
+    thread that calls gets its own connection.
+
+    The secret goes only to a server running as the owner of the secret file or as root; each
+    connection is checked, so is the new one a proxy makes after its component restarted (see
+    cobaltlite.rpc.client). A call refused for that raises SecurityError naming the address and
+    the account listening there."""
 
     def __init__(self, config: Config, component: str, timeout: float = 30.0) -> None:
         self._uri = component_uri(config, component)
+        self._secret_path = config.secret_path
         self._secret = read_secret(config.secret_path)
         self._timeout = timeout
         self._local = threading.local()
@@ -94,7 +101,8 @@ class Peer:
     def _proxy(self) -> Pyro5.api.Proxy:
         proxy = getattr(self._local, "proxy", None)
         if proxy is None:
-            proxy = connect(self._uri, secret=self._secret, timeout=self._timeout)
+            proxy = connect(self._uri, secret=self._secret, secret_path=self._secret_path,
+                            timeout=self._timeout)
             self._local.proxy = proxy
         return proxy
 

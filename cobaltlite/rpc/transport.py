@@ -54,7 +54,6 @@ import os
 import pwd
 import socket
 import stat
-import struct
 import threading
 from pathlib import Path
 from typing import Any
@@ -68,6 +67,7 @@ from Pyro5.serializers import JsonSerializer, SerializerBase
 from Pyro5.socketutil import SocketConnection, receive_data
 
 from cobaltlite.errors import CobaltliteError, InputError
+from cobaltlite.rpc.client import peer_credentials as read_peer_credentials
 from cobaltlite.rpc.errors import SecurityError
 from cobaltlite.rpc.secret import MIN_SECRET_CHARS
 
@@ -77,7 +77,6 @@ COMPONENT_SOCKET_MODE = 0o600
 USER_SOCKET_MODE = 0o666
 # Probing an existing socket file: a live daemon answers connect() at once.
 _PROBE_TIMEOUT = 1.0
-_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _JSON_ID = JsonSerializer.serializer_id
 # Pyro5's serializer ids are fixed by its wire protocol; spelled out because msgpack's entry is
 # missing from Pyro5's tables when msgpack is not installed, and a client may still send it.
@@ -363,11 +362,9 @@ def _peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
             f"{socket.AddressFamily(sock.family).name}"
         )
     try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+        return read_peer_credentials(sock)
     except OSError as exc:
         raise SecurityError(f"cannot read the caller's credentials: {exc.strerror}") from None
-    pid, uid, gid = _PEERCRED.unpack(raw)
-    return pid, uid, gid
 
 
 def _describe_peer(conn: SocketConnection) -> str:
