@@ -22,7 +22,7 @@ import structlog
 from cobaltlite import logs
 from cobaltlite.clock import Clock, WallClock
 from cobaltlite.config import COMPONENTS, Config, ensure_layout, load_config
-from cobaltlite.errors import InputError
+from cobaltlite.errors import DatabaseInUseError, InputError
 from cobaltlite.rpc.peers import Peer, serve_component
 from cobaltlite.rpc.secret import create_secret
 from cobaltlite.rpc.transport import USER_SOCKET_MODE, serve, serve_in_thread, shutdown
@@ -93,8 +93,20 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
                          name="utility file", daemon=True).start()
 
     def reconcile() -> None:
-        # At start, then every RECONCILE_INTERVAL: a system that was down catches up.
+        # At start, then every RECONCILE_INTERVAL: a system that was down catches up, and a
+        # database claim that a PostgreSQL restart dropped is taken again.
         while True:
+            try:
+                if store.renew_claim():
+                    log.warning("database claim taken again: the database had dropped it")
+            except DatabaseInUseError as exc:
+                # Another queue manager holds the database now; two writers would corrupt
+                # each other's view, so this one steps down.
+                log.error("database claimed by another queue manager; stopping", error=str(exc))
+                stop.set()
+                return
+            except Exception as exc:  # the database is still down: try again later
+                log.warning("database claim not renewed", error=str(exc))
             try:
                 manager.reconcile()
             except Exception as exc:  # the system is down or restarting: try again later

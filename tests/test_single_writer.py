@@ -169,3 +169,50 @@ def test_a_second_instance_on_the_same_database_refuses_to_start(database_url: s
         assert successor.qsub("-h", "-n", "1", "-t", "5", "/bin/true") == jobid + 1
     finally:
         successor.stop()
+
+
+def _end_the_claims_session(url: str) -> None:
+    """What a PostgreSQL restart does to the claim: the session holding the lock ends."""
+    reader = JobStore(url)
+    with reader.engine.connect() as conn:
+        ended = conn.execute(text(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND "
+            "objid = 2517776305 AND database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())")).all()
+        conn.commit()
+    reader.close()
+    assert [tuple(row) for row in ended] == [(True,)]
+
+
+def test_a_claim_the_database_dropped_is_taken_again(database_url: str) -> None:  # noqa: F811
+    store = claim(database_url)
+    try:
+        assert store.renew_claim() is False  # held: nothing to do
+        if database_url.startswith("sqlite"):
+            return  # an flock ends only with its process or release()
+        _end_the_claims_session(database_url)
+        # Meanwhile a second queue manager could have started; renewing closes that window.
+        assert store.renew_claim() is True
+        with pytest.raises(DatabaseInUseError):
+            claim(database_url)
+        assert store.renew_claim() is False
+        assert store.add_job(job_fields("after")) == 1
+    finally:
+        store.close()
+
+
+def test_a_queue_manager_whose_claim_was_taken_must_step_down(database_url: str) -> None:  # noqa: F811
+    if database_url.startswith("sqlite"):
+        pytest.skip("an flock cannot be lost while its process lives")
+    store = claim(database_url)
+    try:
+        _end_the_claims_session(database_url)
+        successor = claim(database_url)  # the window a dropped claim leaves open
+        try:
+            with pytest.raises(DatabaseInUseError) as refused:
+                store.renew_claim()
+            assert str(refused.value).startswith(refusal(database_url))
+        finally:
+            successor.close()
+    finally:
+        store.close()

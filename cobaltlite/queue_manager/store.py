@@ -19,14 +19,15 @@ vanish with the process, so a queue manager killed with SIGKILL can be restarted
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import (
@@ -49,7 +50,8 @@ from sqlalchemy import (
     type_coerce,
     update,
 )
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 from sqlalchemy.util import asbool
 
@@ -161,10 +163,21 @@ on other databases of the same server do not meet it."""
 SQLITE_LOCK_SUFFIX = ".writer-lock"
 
 
-def claim_sole_writer(url: str) -> Callable[[], None] | None:
-    """Claim the database at `url` for this process's queue manager; return what releases the
-    claim, or None when there is nothing to claim (an in-memory SQLite database, which no other
-    process can reach). Raises DatabaseInUseError if another process holds the claim."""
+class WriterClaim(Protocol):
+    """A queue manager's hold on its database (claim_sole_writer)."""
+
+    def renew(self) -> bool:
+        """Take the claim again if the database dropped it; True if it had to. Raises
+        DatabaseInUseError if another queue manager took it meanwhile."""
+        ...
+
+    def release(self) -> None: ...
+
+
+def claim_sole_writer(url: str) -> WriterClaim | None:
+    """Claim the database at `url` for this process's queue manager, or return None when there
+    is nothing to claim (an in-memory SQLite database, which no other process can reach).
+    Raises DatabaseInUseError if another process holds the claim."""
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
@@ -183,7 +196,20 @@ def _in_use(url: URL, lock: str) -> DatabaseInUseError:
         "is held); stop it, or give this instance a database of its own")
 
 
-def _claim_sqlite(url: URL) -> Callable[[], None] | None:
+class _FileClaim:
+    """An flock on a lock file: nothing but this process's death or release() ends it."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def renew(self) -> bool:
+        return False
+
+    def release(self) -> None:
+        os.close(self._fd)
+
+
+def _claim_sqlite(url: URL) -> _FileClaim | None:
     database = url.database
     if database and asbool(url.query.get("uri", False)):  # an SQLite URI filename: file:PATH
         database = unquote(urlsplit(database).path)
@@ -201,32 +227,64 @@ def _claim_sqlite(url: URL) -> Callable[[], None] | None:
     except BlockingIOError:
         os.close(fd)
         raise _in_use(url, lock_path) from None
-    return lambda: os.close(fd)
+    return _FileClaim(fd)
 
 
-def _claim_postgresql(url: URL) -> Callable[[], None]:
-    # A session-level advisory lock lasts as long as the session that took it, so it needs a
-    # connection nobody else may close: an engine of its own without a pool. The store's pool
-    # closes and replaces its connections behind our back (pool_pre_ping after a failed ping,
-    # recycling, invalidation after a disconnect, dispose() at close), and a held-out pooled
-    # connection would still count against the pool. This one is never pinged or checked in:
-    # it ends at release, when this process dies and the server sees its socket close, or when
-    # the server restarts (which the running queue manager does not notice).
-    # AUTOCOMMIT keeps the session idle rather than "idle in transaction", which
-    # idle_in_transaction_session_timeout would end, taking the lock with it.
-    connection = create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT").connect()
-    try:
-        if (connection.dialect.server_version_info or (0,)) >= (14,):
-            # A server-wide idle_session_timeout (PostgreSQL 14+) would end this idle session.
-            connection.execute(text("SET idle_session_timeout = 0"))
-        claimed = connection.execute(select(func.pg_try_advisory_lock(WRITER_LOCK_KEY))).scalar()
-    except BaseException:
-        connection.close()
-        raise
-    if not claimed:
-        connection.close()
-        raise _in_use(url, f"PostgreSQL advisory lock {WRITER_LOCK_KEY}")
-    return connection.close
+class _PostgresClaim:
+    """A session-level advisory lock, which lasts as long as the session that took it.
+
+    It needs a connection nobody else may close: an engine of its own without a pool. The
+    store's pool closes and replaces its connections behind our back (pool_pre_ping after a
+    failed ping, recycling, invalidation after a disconnect, dispose() at close), and a
+    held-out pooled connection would still count against the pool. This one is never checked
+    in: it ends at release, when this process dies and the server sees its socket close, or when
+    the server restarts or an administrator ends the session. Then the lock is gone while the
+    queue manager still runs, so the queue manager calls renew() periodically.
+    """
+
+    def __init__(self, url: URL) -> None:
+        self._url = url
+        self._connection = self._take()
+
+    def _take(self) -> Connection:
+        # AUTOCOMMIT keeps the session idle rather than "idle in transaction", which
+        # idle_in_transaction_session_timeout would end, taking the lock with it.
+        connection = create_engine(self._url, poolclass=NullPool,
+                                   isolation_level="AUTOCOMMIT").connect()
+        try:
+            if (connection.dialect.server_version_info or (0,)) >= (14,):
+                # A server-wide idle_session_timeout (PostgreSQL 14+) would end this session.
+                connection.execute(text("SET idle_session_timeout = 0"))
+            claimed = connection.execute(
+                select(func.pg_try_advisory_lock(WRITER_LOCK_KEY))).scalar()
+        except BaseException:
+            connection.close()
+            raise
+        if not claimed:
+            connection.close()
+            raise _in_use(self._url, f"PostgreSQL advisory lock {WRITER_LOCK_KEY}")
+        return connection
+
+    def renew(self) -> bool:
+        try:
+            self._connection.execute(select(1))
+            return False
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+        # The session is gone, and the lock with it. A server that is still down makes _take
+        # raise, and the next renew() tries again.
+        with contextlib.suppress(DBAPIError):
+            self._connection.close()
+        self._connection = self._take()
+        return True
+
+    def release(self) -> None:
+        self._connection.close()
+
+
+def _claim_postgresql(url: URL) -> _PostgresClaim:
+    return _PostgresClaim(url)
 
 
 class JobStore:
@@ -244,15 +302,15 @@ class JobStore:
         self.engine = make_engine(url)
         self._sole_writer = sole_writer
         self._unfinished: _UnfinishedJobs | None = None
-        self._release_claim: Callable[[], None] | None = None
+        self._claim: WriterClaim | None = None
 
     def init(self, default_queue_state: str = "running", default_policy: str = "default") -> None:
         """Claim the database if this is the sole writer (DatabaseInUseError if another queue
         manager holds it), then create the schema if missing, the job-id counter and the
         `default` queue."""
         # Before anything is read: a copy built while another writer still runs would be stale.
-        if self._sole_writer and self._release_claim is None:
-            self._release_claim = claim_sole_writer(self.url)
+        if self._sole_writer and self._claim is None:
+            self._claim = claim_sole_writer(self.url)
         metadata.create_all(self.engine)
         with self.engine.begin() as conn:
             if (
@@ -284,9 +342,15 @@ class JobStore:
     def close(self) -> None:
         self.engine.dispose()
         # Released last, once this store's own connections are gone.
-        if self._release_claim is not None:
-            self._release_claim()
-            self._release_claim = None
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
+
+    def renew_claim(self) -> bool:
+        """Take the database claim again if the database dropped it (a PostgreSQL restart ends
+        the session that held it); True if it had to. DatabaseInUseError if another queue
+        manager claimed the database meanwhile: this one must stop."""
+        return self._claim.renew() if self._claim is not None else False
 
     # ---- jobs -------------------------------------------------------------------------
 
