@@ -568,3 +568,16 @@ def test_qstat_asks_only_for_the_fields_its_header_reads() -> None:
     # Derived columns bring the fields they are computed from; sort keys count too.
     assert {"starttime", "endtime", "walltime"} <= set(needed_fields(["TimeRemaining"], None))
     assert "submittime" in needed_fields(default, ["SubmitTime"])
+
+
+def test_qstat_prints_each_value_as_itself_even_when_values_compare_equal() -> None:
+    """qstat formats each distinct value once; 0.0 and -0.0, or True and 1, are equal in
+    Python but print differently, and each row must show its own."""
+    from cobaltlite.commands.qstat import JOB_COLUMNS, render
+
+    rows = [{"jobid": 1, "score": 0.0, "user_hold": True},
+            {"jobid": 2, "score": -0.0, "user_hold": 1},
+            {"jobid": 3, "score": 0.0, "user_hold": True}]
+    lines = render(rows, ["JobID", "Score", "User_Hold"], JOB_COLUMNS, 0.0)
+    cells = [line.split() for line in lines[2:]]
+    assert cells == [["1", "0.0", "True"], ["2", "-0.0", "1"], ["3", "0.0", "True"]]

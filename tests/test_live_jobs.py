@@ -163,3 +163,28 @@ def test_the_metrics_monitor_samples_utilization_and_queue_depth(instance: Insta
     assert monitor.history(10)  # the periodic sampler (every second here) has run
     for jobid in (queued, running):
         instance.command("qdel", str(jobid))
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("procs", "4", "procs '4' must be a whole number"),
+    ("user_hold", 1, "user_hold 1 must be a true or false"),
+    ("umask", 0o7777, "umask 7777 is not a file mode mask"),
+    ("env", {"PATH": 5}, "env must map variable names to text values"),
+    ("args", ["-v", 3], "args ['-v', 3] must be a list of text"),
+    ("dependencies", "12", "dependencies '12' must be a list"),
+])
+def test_a_client_that_skips_qsub_cannot_store_mistyped_fields(
+    instance: Instance, field: str, value: object, message: str
+) -> None:
+    """qsub checks its options, but any local program may call the user socket directly: the
+    queue manager checks the types itself, so nothing mistyped reaches the database."""
+    from cobaltlite.config import load_config
+    from cobaltlite.rpc.client import connect
+
+    socket = load_config(instance.state_dir).user_socket
+    spec = {"nodes": 1, "walltime": 60, "command": "/bin/true", "cwd": "/tmp", field: value}
+    with connect(f"PYRO:queue-manager-user@./u:{socket}") as api:
+        before = len(api.jobs()["rows"])
+        with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+            api.submit(spec)
+        assert len(api.jobs()["rows"]) == before

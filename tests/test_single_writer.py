@@ -216,3 +216,22 @@ def test_a_queue_manager_whose_claim_was_taken_must_step_down(database_url: str)
             successor.close()
     finally:
         store.close()
+
+
+def test_after_taking_its_claim_again_a_queue_manager_sees_what_was_written_meanwhile(
+    database_url: str,  # noqa: F811
+) -> None:
+    if database_url.startswith("sqlite"):
+        pytest.skip("an flock cannot be lost while its process lives")
+    store = claim(database_url)
+    try:
+        store.add_job(job_fields("before"))
+        _end_the_claims_session(database_url)
+        interloper = claim(database_url)  # started in the window, took a job, stopped
+        interloper.add_job(job_fields("meanwhile"))
+        interloper.close()
+        assert store.renew_claim() is True
+        assert [job["jobname"] for job in store.jobs()] == ["before", "meanwhile"]
+        assert [row[0] for row in store.queued_for_scoring()] == [1, 2]
+    finally:
+        store.close()

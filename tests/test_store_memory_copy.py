@@ -9,7 +9,10 @@ order: otherwise qstat would show, and the scheduler would start, something that
 from __future__ import annotations
 
 import random
+import sqlite3
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,4 +113,48 @@ def test_the_memory_copy_matches_the_database_on_both_backends(database_url: str
         apply(store, ops)
         assert_same(store, database_url)
     finally:
+        store.close()
+
+
+def test_the_copy_holds_what_the_database_stored_not_what_was_sent(tmp_path: Path) -> None:
+    """SQLite turns "4" into 4 in an INTEGER column and 1 into True for a boolean: the copy
+    must show the same, or qstat would change its answer after a restart."""
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    store = JobStore(url, sole_writer=True)
+    store.init()
+    try:
+        fields = job_fields()
+        fields.update(procs="4", user_hold=1)
+        jobid = store.add_job(fields)
+        assert store.job(jobid)["procs"] == 4
+        assert store.job(jobid)["user_hold"] is True
+        assert_same(store, url)
+    finally:
+        store.close()
+
+
+def test_listings_do_not_wait_for_a_write_stuck_on_the_database(tmp_path: Path) -> None:
+    """A write waiting for the database (here: another connection holds SQLite's write lock)
+    must not hold qstat or a scheduling pass, which read the memory copy."""
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    store = JobStore(url, sole_writer=True)
+    store.init()
+    jobid = store.add_job(job_fields())
+    blocker = sqlite3.connect(tmp_path / "jobs.db", isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")  # the database's write lock, held until COMMIT
+        writer = threading.Thread(target=store.update_job,
+                                  args=(jobid, {"state": "starting", "location": "0"}))
+        writer.start()
+        while not store._write_order.locked():  # the writer is inside its write now
+            time.sleep(0.01)
+        # Both return while the writer still waits for the database.
+        assert [row[0] for row in store.job_table()[1]] == [jobid]
+        assert [row[0] for row in store.queued_for_scoring()] == [jobid]
+        assert writer.is_alive()
+        blocker.execute("COMMIT")
+        writer.join()
+        assert store.job(jobid)["state"] == "starting"
+    finally:
+        blocker.close()
         store.close()

@@ -18,7 +18,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,11 +131,19 @@ class Column:
         else:
             values = [self.value(row, now) for row in rows]
         try:
-            distinct = set(values)
+            keys = [_memo_key(value) for value in values]
+            shown = {key: absent if value is None else self.show(value)
+                     for key, value in zip(keys, values, strict=True)}
         except TypeError:  # lists or mappings (args, env): formatted one by one
             return [absent if value is None else self.show(value) for value in values]
-        shown = {value: absent if value is None else self.show(value) for value in distinct}
-        return [shown[value] for value in values]
+        return [shown[key] for key in keys]
+
+
+def _memo_key(value: Any) -> Hashable:
+    """Values that print alike: equal is not enough (True == 1 == 1.0, and 0.0 == -0.0)."""
+    if type(value) is float:
+        return (float, value, math.copysign(1.0, value))
+    return (type(value), value)
 
 
 def _field(name: str, show: Callable[[Any], str] = str) -> Column:

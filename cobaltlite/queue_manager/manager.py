@@ -165,6 +165,7 @@ class QueueManager:
         if unknown:
             raise SubmissionError(f"unknown submission fields: {', '.join(sorted(unknown))}")
         job = {**DEFAULTS, **spec}
+        _check_field_types(job)
         nodes, walltime = job["nodes"], job["walltime"]
         if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes <= 0:
             raise SubmissionError(f"node count {nodes!r} must be a positive whole number")
@@ -451,6 +452,28 @@ class QueueManager:
         done = {j["jobid"]: j for j in self.store.jobs(jobids=deps, include_done=True)}
         return not all(d in done and done[d]["state"] == states.DONE
                        and done[d]["exit_status"] == 0 for d in deps)
+
+
+_TYPE_NAMES = {str: "text", int: "whole number", bool: "true or false", list: "list",
+               dict: "mapping"}
+
+
+def _check_field_types(job: Mapping[str, Any]) -> None:
+    """Each optional field has its default's type (exactly: True is not a number of procs), and
+    lists and mappings hold what the runner will use: the database would otherwise store, or
+    refuse with a driver error, whatever a client sends."""
+    for key, default in DEFAULTS.items():
+        if type(job[key]) is not type(default):
+            raise SubmissionError(f"{key} {job[key]!r} must be a {_TYPE_NAMES[type(default)]}")
+    if job["procs"] < 0:
+        raise SubmissionError(f"procs {job['procs']} must not be negative")
+    if not 0 <= job["umask"] <= 0o777:
+        raise SubmissionError(f"umask {job['umask']:o} is not a file mode mask (0 to 777)")
+    for key in ("args", "user_list"):
+        if not all(isinstance(item, str) for item in job[key]):
+            raise SubmissionError(f"{key} {job[key]!r} must be a list of text")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in job["env"].items()):
+        raise SubmissionError("env must map variable names to text values")
 
 
 def _check_restrictions(queue: Mapping[str, Any], user: str, walltime: int) -> None:

@@ -120,8 +120,6 @@ QUEUE_STATES = ("running", "stopped", "draining", "dead")
 _JSON_COLUMNS = frozenset(c.name for c in jobs_table.columns if isinstance(c.type, JSON))
 JOB_FIELDS = tuple(c.name for c in jobs_table.columns)
 _FIELD_AT = {name: i for i, name in enumerate(JOB_FIELDS)}
-# What a column holds when an insert leaves it out: its SQL default, else NULL.
-_INSERT_DEFAULTS = {c.name: getattr(c.default, "arg", None) for c in jobs_table.columns}
 
 
 def _decode_json(text: Any) -> Any:
@@ -303,6 +301,7 @@ class JobStore:
         self._sole_writer = sole_writer
         self._unfinished: _UnfinishedJobs | None = None
         self._claim: WriterClaim | None = None
+        self._write_order = threading.Lock()
 
     def init(self, default_queue_state: str = "running", default_policy: str = "default") -> None:
         """Claim the database if this is the sole writer (DatabaseInUseError if another queue
@@ -350,7 +349,15 @@ class JobStore:
         """Take the database claim again if the database dropped it (a PostgreSQL restart ends
         the session that held it); True if it had to. DatabaseInUseError if another queue
         manager claimed the database meanwhile: this one must stop."""
-        return self._claim.renew() if self._claim is not None else False
+        if self._claim is None or not self._claim.renew():
+            return False
+        # Another queue manager may have written while the claim was down: start again from
+        # the database, as at start-up.
+        with self._writing():
+            if self._unfinished is not None:
+                self._unfinished.replace(
+                    self._select_jobs(None, None, include_done=False, chosen=None))
+        return True
 
     # ---- jobs -------------------------------------------------------------------------
 
@@ -364,11 +371,10 @@ class JobStore:
         with self._writing():
             jobid, row = self._insert_job(fields)
             if self._unfinished is not None:
-                self._unfinished.add([row.get(name, _INSERT_DEFAULTS[name])
-                                      for name in JOB_FIELDS])
+                self._unfinished.add(row)
         return jobid
 
-    def _insert_job(self, fields: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _insert_job(self, fields: Mapping[str, Any]) -> tuple[int, list[Any]]:
         with self.engine.begin() as conn:
             jobid = conn.execute(
                 update(counters_table)
@@ -383,7 +389,11 @@ class JobStore:
                     row[key].replace("$jobid", str(jobid)).replace("$COBALT_JOBID", str(jobid))
                 )
             conn.execute(insert(jobs_table).values(**row))
-        return jobid, row
+            # Read back in the same transaction, so the memory copy holds what the database
+            # holds (its column types, its defaults), not what the client sent.
+            stored = _read_rows(conn, _select_columns(list(JOB_FIELDS))
+                                .where(jobs_table.c.jobid == jobid), list(JOB_FIELDS))[0]
+        return jobid, stored
 
     def jobs(
         self,
@@ -431,26 +441,15 @@ class JobStore:
     ) -> list[list[Any]]:
         """Rows of the `chosen` columns (all when None) from the database, in id order."""
         names = list(JOB_FIELDS) if chosen is None else chosen
-        # JSON columns come back as text and are decoded here, where the common empty values
-        # skip the decoder: that halved the time to list 10,000 jobs.
-        columns = [type_coerce(jobs_table.c[name], Text) if name in _JSON_COLUMNS
-                   else jobs_table.c[name] for name in names]
-        query = select(*columns).order_by(jobs_table.c.jobid)
+        query = _select_columns(names).order_by(jobs_table.c.jobid)
         if jobids is not None:
             query = query.where(jobs_table.c.jobid.in_(list(jobids)))
         if states is not None:
             query = query.where(jobs_table.c.state.in_(list(states)))
         elif not include_done:
             query = query.where(jobs_table.c.state != DONE)
-        json_at = [i for i, name in enumerate(names) if name in _JSON_COLUMNS]
-        rows = []
         with self.engine.connect() as conn:
-            for row in conn.execute(query):
-                values = list(row)
-                for i in json_at:
-                    values[i] = _decode_json(values[i])
-                rows.append(values)
-        return rows
+            return _read_rows(conn, query, names)
 
     def queued_for_scoring(self) -> list[tuple[Any, ...]]:
         """Queued jobs as (jobid, nodes, walltime, submittime, user, project, queue, score,
@@ -508,13 +507,13 @@ class JobStore:
                 [{"b_jobid": j, "b_score": s} for j, s in scores.items()],
             )
         if self._unfinished is not None:
-            with self._unfinished.lock:
-                self._unfinished.set_scores(scores)
+            self._unfinished.set_scores(scores)
 
     def _writing(self) -> Any:
         """Held from a write's start until the memory copy shows it, so the copy applies
-        commits in the order they happened (a no-op without the copy)."""
-        return self._unfinished.lock if self._unfinished is not None else nullcontext()
+        commits in the order they happened (a no-op without the copy). Not the copy's own
+        lock: readers (qstat, a pass) must not wait for a commit's disk or network I/O."""
+        return self._write_order if self._unfinished is not None else nullcontext()
 
     # ---- queues -----------------------------------------------------------------------
 
@@ -540,29 +539,54 @@ class JobStore:
             return result.rowcount == 1
 
 
+def _select_columns(names: list[str]) -> Any:
+    """SELECT of these job columns, JSON ones as text: _read_rows decodes them, where the
+    common empty values skip the decoder (that halved the time to list 10,000 jobs)."""
+    return select(*(type_coerce(jobs_table.c[name], Text) if name in _JSON_COLUMNS
+                    else jobs_table.c[name] for name in names))
+
+
+def _read_rows(conn: Connection, query: Any, names: list[str]) -> list[list[Any]]:
+    json_at = [i for i, name in enumerate(names) if name in _JSON_COLUMNS]
+    rows = []
+    for row in conn.execute(query):
+        values = list(row)
+        for i in json_at:
+            values[i] = _decode_json(values[i])
+        rows.append(values)
+    return rows
+
+
 SCORING_FIELDS = ("jobid", "nodes", "walltime", "submittime", "user", "project", "queue", "score",
                   "user_hold", "admin_hold", "dependencies")
 
 
 class _UnfinishedJobs:
     """Every job not yet done, as value lists in JOB_FIELDS order, by id (ids only grow, so
-    insertion order is id order). The store changes it only after a commit, under `lock`."""
+    insertion order is id order). The store changes it only after a commit. `lock` is held
+    only while the copy itself is read or changed, never across database I/O."""
 
     def __init__(self, rows: list[list[Any]]) -> None:
         self.lock = threading.Lock()
         self._rows: dict[int, list[Any]] = {row[0]: row for row in rows}
 
+    def replace(self, rows: list[list[Any]]) -> None:
+        with self.lock:
+            self._rows = {row[0]: row for row in rows}
+
     def add(self, row: list[Any]) -> None:
-        self._rows[row[0]] = row
+        with self.lock:
+            self._rows[row[0]] = row
 
     def update(self, jobid: int, changes: Mapping[str, Any]) -> None:
-        if changes.get("state") == DONE:
-            self._rows.pop(jobid, None)
-            return
-        row = self._rows.get(jobid)
-        if row is not None:
-            for name, value in changes.items():
-                row[_FIELD_AT[name]] = value
+        with self.lock:
+            if changes.get("state") == DONE:
+                self._rows.pop(jobid, None)
+                return
+            row = self._rows.get(jobid)
+            if row is not None:
+                for name, value in changes.items():
+                    row[_FIELD_AT[name]] = value
 
     def row(self, jobid: int) -> list[Any] | None:
         with self.lock:
@@ -571,11 +595,12 @@ class _UnfinishedJobs:
 
     def set_scores(self, scores: Mapping[int, float]) -> None:
         at = _FIELD_AT["score"]
-        rows = self._rows
-        for jobid, score in scores.items():
-            row = rows.get(jobid)
-            if row is not None:  # it may have ended since the pass that scored it
-                row[at] = score
+        with self.lock:
+            rows = self._rows
+            for jobid, score in scores.items():
+                row = rows.get(jobid)
+                if row is not None:  # it may have ended since the pass that scored it
+                    row[at] = score
 
     def table(self, names: list[str], jobids: Iterable[int] | None,
               states: set[str] | None) -> list[list[Any]]:

@@ -7,8 +7,8 @@ the same check runs as the decoder's `object_hook`, which the C codec calls for 
 rows travel as lists, so it is called a handful of times. What comes out is the same.
 
 `install()` puts this serializer in Pyro5's tables under JSON's name and id, because Pyro5
-looks serializers up there for every message; cobaltlite.rpc.transport installs it on import,
-so every proxy and daemon of a cobaltlite process uses it.
+looks serializers up there for every message; cobaltlite.rpc.client installs it on import, so
+every proxy of a cobaltlite process, and every daemon in a process that makes proxies, uses it.
 """
 
 from __future__ import annotations
