@@ -44,9 +44,14 @@ class TcpAddress:
     host: str
     port: int
 
-    def __str__(self) -> str:
+    @property
+    def host_port(self) -> str:
+        """HOST:PORT, an IPv6 host in brackets (as URIs and the `addresses:` option write it)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"tcp:{host}:{self.port}"
+        return f"{host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"tcp:{self.host_port}"
 
 
 Address = UnixAddress | TcpAddress

@@ -20,6 +20,7 @@ import pwd
 import socket
 import struct
 import sys
+from pathlib import Path
 from typing import Any
 
 import Pyro5.client
@@ -28,6 +29,7 @@ import Pyro5.errors
 from Pyro5 import config, protocol, serializers, socketutil
 from Pyro5.callcontext import current_context
 
+from cobaltlite.config import TcpAddress, UnixAddress
 from cobaltlite.rpc import json_codec
 from cobaltlite.rpc.errors import SecurityError
 
@@ -109,8 +111,8 @@ class _CheckedProxy(Pyro5.client.Proxy):
         if self._pyroConnection is not None:
             return False
         uri = self._pyroUri
-        location = f"unix:{uri.sockname}" if uri.sockname else (
-            f"tcp:[{uri.host}]:{uri.port}" if ":" in uri.host else f"tcp:{uri.host}:{uri.port}")
+        location = str(UnixAddress(Path(uri.sockname)) if uri.sockname
+                       else TcpAddress(uri.host, uri.port))
         try:
             sock = socketutil.create_socket(
                 connect=uri.sockname or (uri.host, uri.port), reuseaddr=config.SOCK_REUSE,

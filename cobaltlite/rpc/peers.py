@@ -58,8 +58,7 @@ def component_uri(config: Config, component: str) -> str:
     check_address(address)
     if isinstance(address, UnixAddress):
         return f"PYRO:{component}@./u:{address.path}"
-    host = f"[{address.host}]" if ":" in address.host else address.host
-    return f"PYRO:{component}@{host}:{address.port}"
+    return f"PYRO:{component}@{address.host_port}"
 
 
 def serve_component(config: Config, component: str, api: object) -> SecureDaemon:
