@@ -18,7 +18,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,20 +130,14 @@ class Column:
             values = [row.get(field) for row in rows]
         else:
             values = [self.value(row, now) for row in rows]
-        try:
-            keys = [_memo_key(value) for value in values]
-            shown = {key: absent if value is None else self.show(value)
-                     for key, value in zip(keys, values, strict=True)}
-        except TypeError:  # lists or mappings (args, env): formatted one by one
+        kinds = set(map(type, values)) - {type(None)}
+        # Only values of one kind, other than float, can share a text by being equal: True and
+        # 1, or 0.0 and -0.0, are equal but print differently. Lists and mappings (args, env)
+        # cannot be keys. Those are formatted one by one.
+        if len(kinds) > 1 or kinds & {float, list, dict}:
             return [absent if value is None else self.show(value) for value in values]
-        return [shown[key] for key in keys]
-
-
-def _memo_key(value: Any) -> Hashable:
-    """Values that print alike: equal is not enough (True == 1 == 1.0, and 0.0 == -0.0)."""
-    if type(value) is float:
-        return (float, value, math.copysign(1.0, value))
-    return (type(value), value)
+        shown = {value: absent if value is None else self.show(value) for value in set(values)}
+        return [shown[value] for value in values]
 
 
 def _field(name: str, show: Callable[[Any], str] = str) -> Column:
