@@ -37,6 +37,7 @@ from cobaltlite.clock import WallClock
 from cobaltlite.config import load_config
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.rpc.peers import Peer
+from cobaltlite.system import procfs
 from cobaltlite.system.service import SystemService
 
 KILL_GRACE = 3.0
@@ -183,6 +184,69 @@ def test_the_runner_kills_what_the_job_left_behind_before_it_writes_the_status(
     log = (tmp_path / "5.cobaltlog").read_text()
     assert "cleaning up (exited): signalling 2 process(es)" in log, log
     assert "ended: exited, exit status 3" in log, log
+
+
+def test_the_runner_keeps_the_jobs_main_process_unreaped_until_nothing_of_the_job_is_left(
+        tmp_path: Path) -> None:
+    # The runner signals the job's process group by the main process's pid: were it to reap
+    # the main process early, the pid could go to a stranger leading a group of that id while
+    # the escapee below, outside the group, is still being killed.
+    job = script(tmp_path / "job.sh",
+                 f"(trap '' TERM; exec setsid sleep 300) &\necho $! > {tmp_path / 'escaped.pid'}"
+                 "\nexit 3")
+    status_path = tmp_path / "5.status"
+    with runner(runner_spec(tmp_path, job)) as process:
+        escaped = read_pid(tmp_path / "escaped.pid")
+        until((tmp_path / "5.cleanup").exists, 20, "the cleanup marker")
+        main = json.loads((tmp_path / "5.started").read_text())["job_pid"]
+        # The escapee ignores SIGTERM, so the cleanup lasts the grace period: time to look.
+        assert procfs.stat(escaped) is not None and not status_path.exists()
+        assert procfs.stat(main) == (main, "Z", process.pid, main), (
+            "the job's main process should stay the runner's zombie through the cleanup")
+        until(status_path.exists, KILL_GRACE + 20, "the status file")
+        assert not exists(escaped), "the escapee outlived the job, or was left a zombie"
+        assert process.wait(timeout=20) == 0
+        assert not exists(main)
+    status = json.loads(status_path.read_text())
+    assert (status["exit_status"], status["reason"]) == (3, "exited")  # the main script's
+
+
+def test_a_runner_killed_before_it_records_the_start_leaves_the_job_unrun(
+        tmp_path: Path, orphans: list[int]) -> None:
+    # The runner writes the started marker through `5.started.tmp`: a FIFO there, which no one
+    # reads, holds the runner in open() right after the fork, before the marker exists.
+    os.mkfifo(tmp_path / "5.started.tmp")
+    ran = tmp_path / "ran"
+    job = script(tmp_path / "job.sh", f"touch {ran}")
+    with runner(runner_spec(tmp_path, job)) as process:
+        forked = until(lambda: [p.pid for p in procfs.processes() if p.ppid == process.pid],
+                       20, "the runner to fork the job process")
+        orphans.extend(forked)  # this test process adopts it once the runner is gone
+        time.sleep(0.5)  # time for the job process to run the job, were it to go on its own
+        process.kill()
+    (job_process,) = forked
+    _, wait_status = os.waitpid(job_process, 0)
+    assert os.waitstatus_to_exitcode(wait_status) == 127
+    assert not ran.exists(), "the job ran though the system was never told it started"
+    assert not (tmp_path / "5.started").exists()
+
+
+def test_procfs_reads_a_command_name_with_spaces_and_parentheses(tmp_path: Path) -> None:
+    # The command name, between parentheses in /proc/<pid>/stat, is the program's file name.
+    odd = tmp_path / "a) b (c"
+    odd.symlink_to("/bin/sleep")
+    sleeper = subprocess.Popen([str(odd), "300"], start_new_session=True)
+    try:
+        until(lambda: Path(f"/proc/{sleeper.pid}/comm").read_text() == "a) b (c\n", 10,
+              "the exec")
+        found = procfs.stat(sleeper.pid)
+        assert found is not None and found[2:] == (os.getpid(), sleeper.pid), found
+        assert found.state in "RS" and not found.ended
+        assert sleeper.pid in [proc.pid for proc in procfs.processes()]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert procfs.stat(sleeper.pid) is None
 
 
 def test_a_job_that_leaves_nothing_behind_ends_without_a_cleanup_phase(tmp_path: Path) -> None:
@@ -345,6 +409,62 @@ def test_a_restarted_system_shows_each_readopted_block_in_its_phase(
     restarted.poll()
     assert ends == [(2, 0, "exited")]
     assert sorted(p.name for p in (tmp_path / "system").iterdir()) == ["1.json", "1.started"]
+
+
+def test_a_launch_whose_record_cannot_be_written_leaves_no_place_held(
+        tmp_path: Path, services: list[SystemService]) -> None:
+    # A full disk would do; as root no permission stops the write, but a directory where the
+    # record's temporary copy goes makes its open() fail.
+    ends: list[tuple[int, int | None, str]] = []
+    service = new_service(services, tmp_path, ends)
+    (tmp_path / "system" / "1.json.tmp").mkdir()
+    job = script(tmp_path / "job.sh", "exit 0")
+    with pytest.raises(ValueError, match="job 1: cannot record its launch"):
+        service.launch(1, "ANL-R00-1024", job_spec(tmp_path, 1, job, 1024))
+    assert set(states(service.partitions()).values()) == {"idle"}
+    assert service.allocations() == [] and service.job_status(1) == "unknown"
+    assert not (tmp_path / "system" / "1.json").exists()
+    # The place is free for the next job, which runs.
+    (tmp_path / "system" / "1.json.tmp").rmdir()
+    assert service.launch(2, "ANL-R00-1024", job_spec(tmp_path, 2, job, 1024)) == 1024
+    until(lambda: ends or service.poll(), 20, "job 2's end")
+    assert ends == [(2, 0, "exited")]
+
+
+def test_a_restarted_system_signals_its_readopted_runners_and_never_a_stranger_with_their_pid(
+        tmp_path: Path, services: list[SystemService]) -> None:
+    ends: list[tuple[int, int | None, str]] = []
+    first = new_service(services, tmp_path, ends)
+    running = script(tmp_path / "run.sh", "sleep 300")
+    # Job 2's runner dies before it forks (stopped at once: see the first test of the service)
+    # while the system is down, and its pid goes to a stranger (written into the record below:
+    # a real reuse cannot be timed).
+    first.launch(2, "ANL-R01-M1-512", job_spec(tmp_path, 2, running, 512))
+    runner_pid = runner_of(tmp_path, 2)
+    os.kill(runner_pid, signal.SIGSTOP)
+    until(lambda: process_state(runner_pid) == "T", 10, "the runner to stop")
+    assert not (tmp_path / "system" / "2.started").exists(), "the runner forked before SIGSTOP"
+    os.kill(runner_pid, signal.SIGKILL)
+    until(functools.partial(gone, runner_pid), 20, "the runner to die")
+    first.launch(1, "ANL-R00-1024", job_spec(tmp_path, 1, running, 1024))
+    until(lambda: states(first.partitions())["ANL-R00-1024"] == "busy", 20, "job 1 busy")
+    stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        record = tmp_path / "system" / "2.json"
+        record.write_text(json.dumps({**json.loads(record.read_text()),
+                                      "runner_pid": stranger.pid}))
+        restarted = new_service(services, tmp_path, ends)
+        assert not restarted.kill(2), "job 2 has no runner any more: there is nothing to kill"
+        assert restarted.kill(1)  # qdel of the re-adopted job reaches its runner
+        until(lambda: states(restarted.partitions())["ANL-R00-1024"] == "idle",
+              KILL_GRACE + 20, "job 1's block freed")
+        restarted.poll()
+        assert sorted(ends) == [(1, -signal.SIGTERM, "deleted"), (2, None, "lost")]
+        time.sleep(0.2)  # time for a signal, had one been sent, to take effect
+        assert stranger.poll() is None, "the service signalled a process that is not a runner"
+    finally:
+        stranger.kill()
+        stranger.wait()
 
 
 # ---- the live system, every component a process ---------------------------------------------

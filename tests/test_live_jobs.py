@@ -188,3 +188,14 @@ def test_a_client_that_skips_qsub_cannot_store_mistyped_fields(
         with pytest.raises(ValueError, match=message.replace("[", r"\[")):
             api.submit(spec)
         assert len(api.jobs()["rows"]) == before
+
+
+def test_a_job_starts_with_no_signal_ignored(instance: Instance) -> None:
+    """Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: a
+    job's `producer | head` would then see write errors instead of ending quietly."""
+    probe = script(instance.jobs_dir, "sigign.sh", "grep '^SigIgn' /proc/self/status")
+    jobid = instance.qsub("-n", "1", "-t", "1", str(probe))
+    instance.wait_for(jobid, {"done"})
+    ignored = int((instance.jobs_dir / f"{jobid}.output").read_text().split()[1], 16)
+    for signum in (13, 25):  # SIGPIPE, SIGXFSZ
+        assert not ignored & (1 << (signum - 1)), f"signal {signum} is ignored in the job"

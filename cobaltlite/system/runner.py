@@ -6,7 +6,9 @@ into a session and process group of its own, and reports each step to the system
 written by atomic rename beside the launch record:
 
 * `<jobid>.started` (with the job's pid) once the job process exists: the block goes from
-  `allocated` to `busy`;
+  `allocated` to `busy`. The job process waits for this record before it runs the job, and
+  exits without running it if the runner dies first, so a job the system never saw started
+  never ran;
 * `<jobid>.cleanup` when the job's main process has ended with processes of the job left
   behind, or when a kill (SIGTERM to the runner: qdel) or the wall time ends the job: the block
   shows `cleanup`. The runner then signals every process of the job (SIGTERM, then SIGKILL
@@ -16,7 +18,10 @@ written by atomic rename beside the launch record:
 
 The job's processes are its process group plus any descendant that left the group (a daemon
 that called setsid) and was orphaned: the runner is a child subreaper, so such orphans become
-its children, and it reaps them, so an exited process never lingers as a zombie in the group.
+its children, and it reaps them as they exit. The job's main process alone is reaped last,
+once nothing of the job is left: until then it stays a zombie, which keeps its pid, and so the
+job's process group id, from being given to another process that the runner's signals to the
+group would reach.
 
 A restarted system daemon re-adopts running jobs by their runner pid and collects their status
 files, which is the reconciliation rule in docs/operator-guide.md.
@@ -33,6 +38,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from cobaltlite.system import procfs
 
 KILL_GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.05
@@ -77,12 +84,21 @@ def _log(fd: int | None, message: str) -> None:
             os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n".encode())
 
 
-def _exec_job(spec: dict[str, Any]) -> None:
-    """In the forked child: become the user, open the output files as the user, exec."""
+def _exec_job(spec: dict[str, Any], go: int) -> None:
+    """In the forked child: wait for the runner's go on pipe `go`, become the user, open the
+    output files as the user, exec."""
     try:
-        # The runner's kill handler must not survive into the job before exec replaces it.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # The runner's kill handler must not survive into the job before exec replaces it, and
+        # the job gets the dispositions any shell gives it: Python ignores SIGPIPE and SIGXFSZ,
+        # and an ignored signal stays ignored across exec (`yes | head` would never end well).
+        for signum in (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(signum, signal.SIG_DFL)
         os.setsid()
+        # Run nothing before the runner has written the started record: a runner that died
+        # before it would leave the system sure the job never ran, and free its nodes under
+        # it. End of file without the go byte means the runner is gone.
+        if not os.read(go, 1):
+            os._exit(127)
         if os.getuid() == 0 and spec["uid"] != 0:
             import pwd
 
@@ -128,20 +144,26 @@ def run(spec_path: Path) -> int:
         _write_atomic(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
                                                   "reason": "deleted", "end_time": time.time()})
         return 0
+    go_read, go_write = os.pipe()
     pid = os.fork()
     if pid == 0:
-        _exec_job(spec)
+        os.close(go_write)  # or the child would never see the end of file of a dead runner
+        _exec_job(spec, go_read)
+    os.close(go_read)
     _write_atomic(Path(spec["started_path"]), {"jobid": jobid, "job_pid": pid})
+    # A job process that died before its go (BrokenPipeError) ends in the loop below as any.
+    with contextlib.suppress(BrokenPipeError):
+        os.write(go_write, b"\0")
+    os.close(go_write)
     _log(cobaltlog, f"job {jobid} started on {spec['cobalt_env']['COBALT_PARTNAME']} "
                f"(runner pid {os.getpid()}, job pid {pid})")
     deadline = time.monotonic() + spec["walltime"]
     reason = "exited"
-    status: int | None = None  # the main process's wait status, once reaped
     kill_at: float | None = None  # set when the cleanup begins
     while True:
-        status = _reap_children(pid, status)
+        main_ended = _reap_orphans(pid)
         now = time.monotonic()
-        if kill_at is None and status is None:
+        if kill_at is None and not main_ended:
             if kill_requested:
                 reason = "deleted"
             elif now >= deadline:
@@ -151,7 +173,7 @@ def run(spec_path: Path) -> int:
                 continue
         # The main process has ended or must end: nothing of the job may outlive the runner.
         left, children = _job_processes(pid)
-        if status is not None and not left:
+        if main_ended and not left:
             break
         if kill_at is None:
             _write_atomic(Path(spec["cleanup_path"]), {"jobid": jobid, "reason": reason})
@@ -163,7 +185,8 @@ def run(spec_path: Path) -> int:
             # Repeated at every turn: a process may have forked since the last signal.
             _signal_job(pid, children, signal.SIGKILL)
         time.sleep(POLL_SECONDS)
-    assert status is not None
+    # Nothing of the job is left to signal: only now may the job's pid and group id go free.
+    _, status = os.waitpid(pid, 0)
     exit_status = os.waitstatus_to_exitcode(status)
     _log(cobaltlog, f"job {jobid} ended: {reason}, exit status {exit_status}")
     _write_atomic(Path(spec["status_path"]), {"jobid": jobid, "exit_status": exit_status,
@@ -178,39 +201,38 @@ def _become_subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _reap_children(job_pid: int, status: int | None) -> int | None:
-    """Reap every exited child (the job, and orphans adopted as subreaper); return the job's
-    wait status once it is known."""
+def _reap_orphans(job_pid: int) -> bool:
+    """Reap the adopted orphans that have exited, and tell whether the job's main process has.
+    Orphans are reaped as they exit, so a long job that keeps starting daemons does not fill
+    the pid space with zombies; the main process is left a zombie (WNOWAIT), to be reaped by
+    run() at the very end."""
     while True:
-        try:
-            done, wait_status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return status
-        if done == 0:
-            return status
-        if done == job_pid:
-            status = wait_status
+        ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        if ended is None:
+            return False
+        if ended.si_pid == job_pid:
+            # waitid may keep picking it over other exited children from now on: those are
+            # reaped by the scan of _job_processes, which runs at every turn of the cleanup.
+            return True
+        os.waitpid(ended.si_pid, 0)
 
 
 def _job_processes(job_pid: int) -> tuple[list[int], list[int]]:
     """The job's live (not zombie) processes, and those among them that are this runner's
     children. The job is its process group, which is `job_pid` since the job called setsid,
-    plus the orphans this runner adopted as subreaper, which may have left the group."""
+    plus the orphans this runner adopted as subreaper, which may have left the group. Exited
+    orphans found on the way are reaped."""
     me, live, children = os.getpid(), [], []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    for proc in procfs.processes():
+        if proc.ended:
+            if proc.ppid == me and proc.pid != job_pid:
+                os.waitpid(proc.pid, os.WNOHANG)
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # it ended meanwhile
+        if proc.pgrp != job_pid and proc.ppid != me:
             continue
-        # After the command name, which may hold spaces or ')': state, ppid, pgrp.
-        state, ppid, pgrp = stat[stat.rfind(")") + 2:].split()[:3]
-        if state in "ZX" or (int(pgrp) != job_pid and int(ppid) != me):
-            continue
-        live.append(int(entry.name))
-        if int(ppid) == me:
-            children.append(int(entry.name))
+        live.append(proc.pid)
+        if proc.ppid == me:
+            children.append(proc.pid)
     return live, children
 
 

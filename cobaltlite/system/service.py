@@ -2,11 +2,14 @@
 
 State on disk, under `<state-dir>/system/`: for each job a `<jobid>.json` launch record (spec,
 location, runner pid), the runner's markers `<jobid>.started` and `<jobid>.cleanup`, and, once
-the runner is done, `<jobid>.status`. All are written by atomic rename. On start the service
-re-reads every launch record: a job whose runner still lives is re-adopted (its place is held
-again, in the phase its markers say); a job whose runner left a status file is reported ended;
-a job whose runner is gone without a status is reported ended as "lost" (after the cleanup
-below, if the job had started). A job's files are removed only after the queue manager has
+the runner is done, `<jobid>.status`. All are written by atomic rename; a launch whose record
+cannot be written, or whose runner cannot start, holds no place. On start the service re-reads
+every launch record: a job whose runner still lives is re-adopted (its place is held again, in
+the phase its markers say, and the runner, checked by its command line, is held by a pidfd,
+through which kill() signals it); a job whose runner left a status file is reported ended; a
+job whose runner is gone without a status is reported ended as "lost" (after the cleanup below,
+if the job had started: without a `.started` marker it never ran, as the job process waits for
+the marker before it runs the job). A job's files are removed only after the queue manager has
 acknowledged its end.
 
 A held place goes through three phases, which partitions() shows in place of the machine's
@@ -32,8 +35,10 @@ The markers are read on each poll and whenever partitions() is asked.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -49,6 +54,7 @@ from cobaltlite.clock import Clock
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.runtime import build_machine
+from cobaltlite.system import procfs
 
 log = structlog.get_logger("system")
 
@@ -86,6 +92,7 @@ class SystemService:
         os.chmod(self.dir, 0o700)
         self._lock = threading.RLock()
         self._runners: dict[int, int] = {}  # jobid -> runner pid
+        self._pidfds: dict[int, int] = {}  # jobid -> pidfd of a re-adopted runner
         self._leftovers: dict[int, _Leftovers] = {}  # held jobs the service is cleaning up
         self._phase: dict[int, str] = {}  # jobid -> ALLOCATED, BUSY or CLEANUP, while held
         self._ended: dict[int, dict[str, Any]] = {}  # jobid -> status awaiting acknowledgement
@@ -113,7 +120,8 @@ class SystemService:
             rows: list[dict[str, Any]] = self.machine.block_states()
             for row in rows:
                 if row["state"] == "busy":
-                    row["state"] = self._phase[row["jobid"]]
+                    # Every held place has a phase; were one missed, partlist must still work.
+                    row["state"] = self._phase.get(row["jobid"], BUSY)
             return rows
 
     def launch(self, jobid: int, location: str, spec: dict[str, Any]) -> int:
@@ -126,7 +134,6 @@ class SystemService:
                 nodes = self.machine.allocate(location, jobid, now + spec["walltime"])
             except MachineError as exc:
                 raise ValueError(str(exc)) from None
-            self._expected_end[jobid] = now + spec["walltime"]
             record = {
                 **spec,
                 "location": location,
@@ -142,18 +149,21 @@ class SystemService:
                 },
             }
             path = self.dir / f"{jobid}.json"
-            _write_json(path, record)
             try:
+                _write_json(path, record)
                 runner = subprocess.Popen(
                     [sys.executable, "-m", "cobaltlite.system.runner", str(path)],
                     start_new_session=True, stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
             except OSError as exc:
+                # No runner: give the place back, or it would stay held by a job no one runs.
                 self.machine.release(jobid)
                 path.unlink(missing_ok=True)
-                raise ValueError(f"job {jobid}: cannot start its runner: {exc}") from None
+                raise ValueError(f"job {jobid}: cannot record its launch or start its runner: "
+                                 f"{exc}") from None
             # The runner runs from here on: track it before anything else can fail.
             self._runners[jobid] = runner.pid
+            self._expected_end[jobid] = now + spec["walltime"]
             self._phase[jobid] = ALLOCATED
             self._popen[jobid] = runner
             record["runner_pid"] = runner.pid
@@ -165,14 +175,22 @@ class SystemService:
             return nodes
 
     def kill(self, jobid: int) -> bool:
+        # The signal goes under the lock: a runner is forgotten under it once found ended, and
+        # from then on its pid may be another process's.
         with self._lock:
             pid = self._runners.get(jobid)
-        if pid is None:
-            return False
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return False
+            if pid is None:
+                return False
+            pidfd = self._pidfds.get(jobid)
+            try:
+                if pidfd is None:
+                    # Our own child: its pid is its own until _collect reaps it (under the lock).
+                    os.kill(pid, signal.SIGTERM)
+                else:
+                    # Re-adopted, not our child: only the pidfd is sure to name the runner.
+                    signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+            except ProcessLookupError:
+                return False
         log.info("job kill sent", jobid=jobid, runner=pid)
         return True
 
@@ -209,9 +227,9 @@ class SystemService:
         places of jobs whose runner has written its status, clean up after those whose runner
         is gone without one, and release their places once nothing of the job is left. Called
         with the lock."""
-        for jobid, pid in list(self._runners.items()):
+        for jobid in list(self._runners):
             status = self._read_status(jobid)
-            if status is None and _alive(pid, self._popen.get(jobid), self.dir / f"{jobid}.json"):
+            if status is None and self._runner_alive(jobid):
                 self._update_phase(jobid)
                 continue
             # The runner may have written its status just before it ended.
@@ -234,9 +252,7 @@ class SystemService:
         processes of the job may still run on the place: they are killed before the release
         (phase cleanup, advanced at each poll by _kill_leftovers). Otherwise nothing ran, and
         the job is reported lost at once."""
-        # From here on the runner's pid may be reused: kill() must no longer signal it.
-        self._runners.pop(jobid, None)
-        self._popen.pop(jobid, None)
+        self._forget_runner(jobid)
         try:
             job_pid = int(json.loads((self.dir / f"{jobid}.started").read_text())["job_pid"])
         except (OSError, ValueError, KeyError, TypeError):
@@ -273,8 +289,7 @@ class SystemService:
                 "end_time": self.clock.now()}
 
     def _release(self, jobid: int, status: dict[str, Any]) -> None:
-        self._runners.pop(jobid, None)
-        self._popen.pop(jobid, None)
+        self._forget_runner(jobid)
         self._leftovers.pop(jobid, None)
         self._phase.pop(jobid, None)
         self.machine.release(jobid)
@@ -282,6 +297,24 @@ class SystemService:
         self._ended[jobid] = status
         log.info("job finished", jobid=jobid, reason=status["reason"],
                  exit_status=status["exit_status"])
+
+    def _runner_alive(self, jobid: int) -> bool:
+        popen = self._popen.get(jobid)
+        if popen is not None:
+            return popen.poll() is None  # our own child: reap it, so it does not linger
+        # A re-adopted runner is not our child: its pidfd turns readable once it has ended.
+        ended = select.poll()
+        ended.register(self._pidfds[jobid], select.POLLIN)
+        return not ended.poll(0)
+
+    def _forget_runner(self, jobid: int) -> None:
+        """Stop tracking the runner of `jobid`, which has ended: from here on its pid may be
+        reused, so kill() must no longer signal it."""
+        self._runners.pop(jobid, None)
+        self._popen.pop(jobid, None)
+        pidfd = self._pidfds.pop(jobid, None)
+        if pidfd is not None:
+            os.close(pidfd)
 
     def _update_phase(self, jobid: int) -> None:
         # Phases only move forward, so a job already in cleanup costs no look at the disk.
@@ -310,56 +343,56 @@ class SystemService:
                 log.error("unreadable launch record", path=str(path), error=str(exc))
                 continue
             jobid, pid = record["jobid"], record.get("runner_pid")
-            status = self._read_status(jobid)
-            if status is None and pid is None:
+            if pid is None and self._read_status(jobid) is None:
                 # The crash may have come between starting the runner and recording its pid.
                 pid = _find_runner(path)
+            pidfd = None if pid is None else _open_runner(pid, path)
+            # Read after the look for the runner: one found gone wrote any status it ever will.
+            status = self._read_status(jobid)
             if status is not None:
+                if pidfd is not None:
+                    os.close(pidfd)
                 self._ended[jobid] = status
                 continue
             self.machine.allocate(record["location"], jobid,
                                   self.clock.now() + record["walltime"])
             self._expected_end[jobid] = self.clock.now() + record["walltime"]
             self._phase[jobid] = ALLOCATED
-            if pid is None:
+            if pidfd is None:
                 # No runner: the crash came before it started (nothing ran, reported lost at
-                # once), or it started the job and is gone since (cleaned up, then lost). A
-                # recorded runner found gone takes the same way at the first poll.
+                # once), or it started the job and is gone since (cleaned up, then lost).
                 self._runner_gone(jobid)
                 continue
             self._runners[jobid] = pid
+            self._pidfds[jobid] = pidfd
             self._update_phase(jobid)
             log.info("job re-adopted", jobid=jobid, runner=pid, location=record["location"],
                      phase=self._phase[jobid])
 
 
-def _alive(pid: int, popen: subprocess.Popen[bytes] | None, record: Path) -> bool:
-    if popen is not None:
-        return popen.poll() is None  # our own child: reap it, so it does not linger as a zombie
-    # A re-adopted runner is not our child; a zombie of it cannot exist here, but its pid could
-    # have been reused by an unrelated process, or by the runner of a later job, so check it is
-    # still the runner of this launch record.
+def _open_runner(pid: int, record: Path) -> int | None:
+    """A pidfd of process `pid` if it is the live runner of launch record `record`, else None.
+
+    The pid comes from the record or a scan, from before a restart of the service: the runner
+    may have ended since and its pid gone to an unrelated process, or to the runner of a later
+    job, so the command line is checked, after the pidfd is opened: the pidfd then names the
+    very process checked, whatever becomes of the pid later."""
     try:
-        return _runner_cmdline(record) in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    try:
+        if _runner_cmdline(record) in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pidfd
+    except OSError:  # it ended meanwhile
+        pass
+    os.close(pidfd)
+    return None
 
 
 def _group_members(pgid: int) -> list[int]:
     """The live (not zombie) processes of process group `pgid`."""
-    members = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = proc.joinpath("stat").read_text()
-        except OSError:  # it ended meanwhile
-            continue
-        # After the command name, which may hold spaces or ')': state, ppid, pgrp.
-        state, _ppid, pgrp = stat[stat.rfind(")") + 2:].split()[:3]
-        if state not in "ZX" and int(pgrp) == pgid:
-            members.append(int(proc.name))
-    return members
+    return [proc.pid for proc in procfs.processes() if not proc.ended and proc.pgrp == pgid]
 
 
 def _signal_job_group(jobid: int, job_pid: int, signum: int) -> int:
@@ -421,9 +454,15 @@ def _runner_cmdline(record: Path) -> bytes:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as stream:
-        json.dump(data, stream)
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as stream:
+            json.dump(data, stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        # A half-written copy (a full disk) would hold space for nothing.
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
