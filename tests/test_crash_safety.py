@@ -61,6 +61,7 @@ from live import Instance
 from cobaltlite.config import load_config
 from cobaltlite.machine.bits import ranges_to_mask
 from cobaltlite.queue_manager.store import JobStore
+from cobaltlite.system import procfs
 
 MACHINE_NODES = 8
 KILL_ORDER = ("system", "queue-manager", "scheduler", "metrics-monitor")
@@ -84,18 +85,8 @@ def _set_subreaper(on: bool) -> bool:
 
 
 def _zombie_children() -> list[int]:
-    me, found = os.getpid(), []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] == "Z" and int(fields[1]) == me:
-            found.append(int(entry.name))
-    return found
+    me = os.getpid()
+    return [p.pid for p in procfs.processes() if p.state == "Z" and p.ppid == me]
 
 
 def _reap(pid: int, timeout: float = 10.0) -> None:

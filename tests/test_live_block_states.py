@@ -74,18 +74,7 @@ def read_pid(path: Path) -> int:
 
 def group(pgid: int) -> list[int]:
     """The live (not zombie) processes of process group `pgid`."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        state, _ppid, pgrp = stat[stat.rfind(")") + 2:].split()[:3]
-        if state not in "ZX" and int(pgrp) == pgid:
-            members.append(int(entry.name))
-    return members
+    return [p.pid for p in procfs.processes() if not p.ended and p.pgrp == pgid]
 
 
 def process_state(pid: int) -> str:

@@ -37,6 +37,7 @@ from cobaltlite.rpc.errors import SecurityError
 from cobaltlite.rpc.peers import Peer
 from cobaltlite.rpc.secret import create_secret
 from cobaltlite.rpc.transport import serve, serve_in_thread, shutdown
+from cobaltlite.system import procfs
 
 # Listens (unix PATH | tcp HOST PORT | dual PORT, the last on [::] taking IPv4 too), prints its
 # port, and until its stdin closes accepts every connection and keeps every byte; then prints
@@ -396,17 +397,9 @@ def _set_subreaper(on: bool) -> bool:
 
 def _reap_zombie_children() -> None:
     me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] == "Z" and int(fields[1]) == me:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(int(entry.name), 0)
+    for zombie in [p.pid for p in procfs.processes() if p.state == "Z" and p.ppid == me]:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(zombie, 0)
 
 
 @pytest.fixture
