@@ -15,10 +15,10 @@
 # scoring strictly above its threshold may start ahead of it. A bare score = no overtaking.
 #
 # `math` and pure builtins (abs, min, max, sum, round, len, sorted, ...) are available;
-# imports are not (no I/O, no sleeping: a function must compute and return). Before a file is activated every
-# function runs on the current queued jobs and must return finite numbers within the time
-# budget; check a file first with `schedctl --check FILE`, and compare it with the current
-# policy on a real log with `schedctl --try FILE --policy NAME --against LOG`.
+# imports are not (no I/O, no sleeping: a function must compute and return). Before a file is
+# activated every function runs on the current queued jobs and must return finite numbers
+# within the time budget; check a file first with `schedctl --check FILE`, and compare it
+# with the current policy on a real log with `schedctl --try FILE --policy NAME --against LOG`.
 
 
 # ---- seed 003, Table II, written out so a site can adapt them -----------------------------

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("command", [
-    ["ruff", "check", "cobaltlite", "tests", "bin/benchmark", "bin/benchmark-live"],
+    ["ruff", "check", "cobaltlite", "tests", "etc", "bin/benchmark", "bin/benchmark-live"],
     ["mypy"],
 ], ids=["ruff", "mypy"])
 def test_the_checker_finds_nothing(command: list[str]) -> None:
