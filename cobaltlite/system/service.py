@@ -43,6 +43,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -381,13 +382,36 @@ def _open_runner(pid: int, record: Path) -> int | None:
         pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
         return None
-    try:
-        if _runner_cmdline(record) in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return pidfd
-    except OSError:  # it ended meanwhile
-        pass
+    if _runner_cmdline(record) in _cmdline(pid):
+        return pidfd
     os.close(pidfd)
     return None
+
+
+_EXEC_SETTLE_SECONDS = 0.5
+
+
+def _cmdline(pid: int) -> bytes:
+    """/proc/<pid>/cmdline, b"" if the process is gone.
+
+    A process that has just called exec shows an empty command line for a moment (the kernel
+    sets up the new arguments after the point where Popen returns to the parent): read again
+    until it is there, for a runner started just before a crash is exactly such a process.
+    """
+    deadline = time.monotonic() + _EXEC_SETTLE_SECONDS
+    while True:
+        text = _read_cmdline(pid)
+        found = procfs.stat(pid)
+        if text or found is None or found.ended or time.monotonic() >= deadline:
+            return text
+        time.sleep(0.01)
+
+
+def _read_cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # it ended meanwhile
+        return b""
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -437,15 +461,21 @@ def _signal_job_group(jobid: int, job_pid: int, signum: int) -> int:
 def _find_runner(record: Path) -> int | None:
     """The pid of a live runner started on `record`, found by its command line."""
     wanted = _runner_cmdline(record)
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if wanted in proc.joinpath("cmdline").read_bytes():
-                return int(proc.name)
-        except OSError:
-            continue
-    return None
+    deadline = time.monotonic() + _EXEC_SETTLE_SECONDS
+    while True:
+        settling = False
+        for proc in procfs.processes():
+            if proc.ended:
+                continue
+            text = _read_cmdline(proc.pid)
+            if wanted in text:
+                return proc.pid
+            # An empty command line is a kernel thread (kthreadd, pid 2, and its children) or
+            # a process in the middle of exec: maybe the runner (see _cmdline). Look again.
+            settling |= not text and 2 not in (proc.pid, proc.ppid)
+        if not settling or time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
 
 
 def _runner_cmdline(record: Path) -> bytes:
