@@ -88,14 +88,8 @@ def test_the_claim_is_the_lock_the_docs_name(database_url: str) -> None:  # noqa
                 claim(database_url)
             assert f"its lock, {lock}, is held" in str(refused.value)
             return
-        reader = JobStore(database_url)
-        with reader.engine.connect() as conn:
-            held = conn.execute(text(
-                "SELECT classid, objid, objsubid, granted FROM pg_locks "
-                "WHERE locktype = 'advisory' AND database = "
-                "(SELECT oid FROM pg_database WHERE datname = current_database())")).all()
-        reader.close()
-        assert [tuple(row) for row in held] == [(3541903202, 2517776305, 1, True)]
+        held = _advisory_locks(database_url, "classid, objid, objsubid, granted")
+        assert held == [(3541903202, 2517776305, 1, True)]
     finally:
         store.close()
 
@@ -173,15 +167,23 @@ def test_a_second_instance_on_the_same_database_refuses_to_start(database_url: s
 
 def _end_the_claims_session(url: str) -> None:
     """What a PostgreSQL restart does to the claim: the session holding the lock ends."""
+    assert _advisory_locks(url, "pg_terminate_backend(pid)", "AND objid = 2517776305") == [
+        (True,)]
+
+
+def _advisory_locks(url: str, columns: str, condition: str = "") -> list[tuple[object, ...]]:
+    """SELECT `columns` from pg_locks for the advisory locks of this database."""
     reader = JobStore(url)
-    with reader.engine.connect() as conn:
-        ended = conn.execute(text(
-            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND "
-            "objid = 2517776305 AND database = "
-            "(SELECT oid FROM pg_database WHERE datname = current_database())")).all()
-        conn.commit()
-    reader.close()
-    assert [tuple(row) for row in ended] == [(True,)]
+    try:
+        with reader.engine.connect() as conn:
+            rows = conn.execute(text(
+                f"SELECT {columns} FROM pg_locks WHERE locktype = 'advisory' {condition} AND "
+                "database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )).all()
+            conn.commit()
+    finally:
+        reader.close()
+    return [tuple(row) for row in rows]
 
 
 def test_a_claim_the_database_dropped_is_taken_again(database_url: str) -> None:  # noqa: F811
