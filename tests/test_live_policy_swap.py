@@ -117,8 +117,19 @@ def test_swapping_fcfs_for_wfp3_changes_the_start_order_without_a_restart(
         ("def site(queued_time):\n    return float('nan')\n", 0o644, "non-finite"),
         ("def site(queued_time):\n    while True:\n        pass\n", 0o644, "budget"),
         (FCFS, 0o666, "writable by group or others"),
+        # The escapes of the hardening issue (item 8): each reached os.system or spun for ever.
+        ("def site(queued_time):\n    w = ().__class__.__mro__[1].__subclasses__()\n"
+         "    return queued_time\n", 0o644, ":2: attributes such as '__subclasses__'"),
+        ("def site(queued_time):\n    try:\n        1 / 0\n    except ZeroDivisionError as e:\n"
+         "        e.__traceback__.tb_frame.f_globals\n    return queued_time\n", 0o644,
+         ":5: attributes such as"),
+        ("def site(queued_time):\n    g = (x for x in [1])\n    g.gi_frame\n"
+         "    return queued_time\n", 0o644, ":3: attributes such as 'gi_frame'"),
+        ("def site(queued_time):\n    while True:\n        try:\n            pass\n"
+         "        except:\n            pass\n", 0o644, ":5: handlers other than `except`"),
     ],
-    ids=["syntax-error", "raises", "nan", "endless-loop", "world-writable"],
+    ids=["syntax-error", "raises", "nan", "endless-loop", "world-writable", "subclasses",
+         "traceback-frame", "generator-frame", "bare-except"],
 )
 def test_a_bad_file_is_refused_and_scheduling_goes_on(
     instance: Instance, text: str, mode: int, message: str

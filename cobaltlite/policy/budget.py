@@ -5,6 +5,10 @@ PyThreadState_SetAsyncExc), which stops a pure-Python loop at its next bytecode.
 blocked inside one C call (a sleep, a read) is interrupted only when that call returns; utility
 functions are computations, and the loader gives them no I/O modules, so this is the case that
 matters. The budget covers a whole pass of one policy, not each job.
+
+The interrupt is raised again every INTERRUPT_REPEAT seconds until the work returns, so code
+that survives one (a loop in a `finally` block) meets the next; once the work has returned, a
+pending interrupt is cleared so it cannot fire in the caller.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
+
+INTERRUPT_REPEAT = 0.05
 
 
 class BudgetExceeded(BaseException):
@@ -30,18 +36,27 @@ def run_with_budget(work: Callable[[], T], seconds: float) -> T:
     lock = threading.Lock()
     finished = False
 
+    stop = threading.Event()
+
     def interrupt() -> None:
-        with lock:
-            if not finished:
+        if stop.wait(seconds):
+            return
+        while True:
+            with lock:
+                if finished:
+                    return
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(
                     ctypes.c_ulong(target), ctypes.py_object(BudgetExceeded))
+            if stop.wait(INTERRUPT_REPEAT):
+                return
 
-    watchdog = threading.Timer(seconds, interrupt)
-    watchdog.daemon = True
+    watchdog = threading.Thread(target=interrupt, name="utility-watchdog", daemon=True)
     watchdog.start()
     try:
         return work()
     finally:
         with lock:
             finished = True
-        watchdog.cancel()
+            # NULL clears an interrupt raised after the work's last bytecode.
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), None)
+        stop.set()

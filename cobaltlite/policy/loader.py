@@ -4,7 +4,8 @@ Cobalt exec'd the file, swallowed errors and silently replaced a failing policy 
 (reference §4.1). Here a file becomes active only after it has passed every check:
 
 1. the file is owned by root or the daemon's account and not writable by group or others;
-2. it compiles (a syntax error names file and line);
+2. it compiles (a syntax error names file and line) and passes the static screen of
+   cobaltlite.policy.screen (no introspection, no handler that could catch the watchdog);
 3. each top-level function is a valid utility function (its parameters are known inputs) and
    none takes the name of a builtin policy;
 4. each function runs on the current queued jobs (or a built-in sample when there are none)
@@ -15,6 +16,7 @@ Any failure rejects the whole file and the previous functions stay active.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import hashlib
 import math
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cobaltlite.policy.budget import BudgetExceeded, run_with_budget
+from cobaltlite.policy.screen import screen_source
 from cobaltlite.policy.utility import (
     BUILTIN_FUNCTIONS,
     PassInputs,
@@ -44,7 +47,7 @@ SAFE_BUILTINS: dict[str, Any] = {
     name: getattr(builtins, name)
     for name in (
         "abs", "all", "any", "bool", "callable", "dict", "divmod", "enumerate", "filter",
-        "float", "format", "frozenset", "getattr", "hasattr", "hash", "int", "isinstance",
+        "float", "format", "frozenset", "hash", "int", "isinstance",
         "issubclass", "iter", "len", "list", "map", "max", "min", "next", "pow", "range",
         "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
         "ArithmeticError", "AssertionError", "AttributeError", "Exception", "IndexError",
@@ -53,7 +56,11 @@ SAFE_BUILTINS: dict[str, Any] = {
     )
 }
 """What a utility file's code may call: pure computations only. No __import__, open, eval,
-exec, compile or input."""
+exec, compile or input, and no getattr or hasattr (attribute names in strings would pass by
+the static screen, cobaltlite.policy.screen)."""
+_EXCEPTION_NAMES = frozenset(
+    name for name, value in SAFE_BUILTINS.items()
+    if isinstance(value, type) and issubclass(value, Exception))
 
 
 @dataclass(frozen=True)
@@ -114,11 +121,14 @@ def compile_file(path: Path, options: Mapping[str, Mapping[str, Any]] | None = N
     check_file_safety(path)
     source = path.read_bytes()
     try:
-        code = compile(source, str(path), "exec")
+        tree = ast.parse(source, str(path))
     except SyntaxError as exc:
         raise PolicyError(f"utility file {path}:{exc.lineno}: syntax error: {exc.msg}") from None
-    # The functions see `math` and a set of pure builtins, and cannot import: no I/O, no
-    # sleeping, nothing the watchdog could not interrupt, nothing that touches the daemon.
+    screen_source(tree, path, _EXCEPTION_NAMES)
+    code = compile(tree, str(path), "exec")
+    # The functions see `math` and a set of pure builtins, cannot import (the screen refused
+    # it) and cannot introspect: no I/O, no sleeping, nothing the watchdog could not
+    # interrupt, nothing that reaches the daemon's objects.
     namespace: dict[str, Any] = {"math": math, "__name__": "cobaltlite_site_policies",
                                  "__builtins__": SAFE_BUILTINS}
     try:
@@ -126,9 +136,6 @@ def compile_file(path: Path, options: Mapping[str, Mapping[str, Any]] | None = N
     except BudgetExceeded:
         raise PolicyError(f"utility file {path}: running its top level took more than "
                           f"{DEFAULT_BUDGET:g} s") from None
-    except ImportError:
-        raise PolicyError(f"utility file {path}: imports are not available to utility "
-                          "functions (math is provided)") from None
     except Exception as exc:
         raise PolicyError(f"utility file {path}: running its top level failed: "
                           f"{type(exc).__name__}: {exc}") from None
