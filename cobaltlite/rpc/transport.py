@@ -32,12 +32,18 @@ LookupError or RuntimeError with a message a user can act on. As a safety net, e
 cobaltlite.errors.CobaltliteError raised in a daemon of this process is sent as its nearest builtin
 base class (SecurityError as PermissionError, the others as RuntimeError) with its message.
 
-Timeouts
---------
+Timeouts and fair share
+-----------------------
 A new connection has HANDSHAKE_TIMEOUT seconds to complete the handshake, so silent clients cannot
 pin Pyro5's worker threads. After the handshake a connection may stay idle for `idle_timeout`
 seconds (None: for ever, which suits components that keep one proxy open; user sockets should set
-a limit). Proxies wait `timeout` seconds for each reply.
+a limit). Once the first byte of a message has arrived, the whole message must arrive within
+MESSAGE_TIMEOUT seconds: a client that sends one byte every few seconds is dropped, not kept.
+Every connection holds one of Pyro5's worker threads for its whole life, so on a daemon that
+identifies callers by the kernel, one uid may hold at most MAX_CONNECTIONS_PER_UID connections
+(handshakes in progress included); a further connection is closed at once, unread (its client
+sees the connection closed, and the daemon log says why), and other users are still served.
+Root and the daemon's own account are not limited. Proxies wait `timeout` seconds for each reply.
 
 Socket files
 ------------
@@ -55,6 +61,7 @@ import pwd
 import socket
 import stat
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +79,9 @@ from cobaltlite.rpc.errors import SecurityError
 from cobaltlite.rpc.secret import MIN_SECRET_CHARS
 
 HANDSHAKE_TIMEOUT = 5.0
+MESSAGE_TIMEOUT = 10.0
+# Pyro5's pool has 80 workers (Pyro5.config.THREADPOOL_SIZE): ten users at the limit fill it.
+MAX_CONNECTIONS_PER_UID = 8
 # Socket file modes: components talk among themselves only; every user may reach the user socket.
 COMPONENT_SOCKET_MODE = 0o600
 USER_SOCKET_MODE = 0o666
@@ -110,11 +120,40 @@ class _JsonOnlyReader:
         self._daemon = daemon
         self._header = b""
         self._payload_left = 0
+        self._deadline: float | None = None  # set when a message's first byte arrives
+        self._wait_timeout: float | None = None  # the socket's timeout between messages
+
+    def _receive(self, size: int) -> bytes:
+        """Read exactly `size` bytes, within MESSAGE_TIMEOUT of the message's first byte."""
+        sock = self._conn.sock
+        if self._deadline is None:
+            # Waiting for a message is governed by the handshake or idle timeout; once it has
+            # begun, by the message deadline.
+            self._wait_timeout = sock.gettimeout()
+            first = receive_data(sock, 1)
+            self._deadline = time.monotonic() + MESSAGE_TIMEOUT
+            if size == 1:
+                return first
+            return first + self._receive(size - 1)
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise Pyro5.errors.TimeoutError(
+                f"message not received within {MESSAGE_TIMEOUT:g} s")
+        sock.settimeout(remaining)
+        try:
+            return receive_data(sock, size)
+        finally:
+            sock.settimeout(self._wait_timeout)
+
+    def _message_done(self) -> None:
+        self._deadline = None
 
     def __call__(self, size: int) -> bytes:
-        data = receive_data(self._conn.sock, size)
+        data = self._receive(size)
         if self._payload_left:
             self._payload_left -= len(data)
+            if not self._payload_left:
+                self._message_done()
             return data
         self._header += data
         if len(self._header) < protocol._header_size:  # the wire protocol's fixed 40 bytes
@@ -126,9 +165,12 @@ class _JsonOnlyReader:
         reason = _refusal(message)
         if reason is None:
             self._payload_left = payload
+            if not payload:
+                self._message_done()
             return data
         while payload:
-            payload -= len(receive_data(self._conn.sock, min(payload, _DISCARD_CHUNK)))
+            payload -= len(self._receive(min(payload, _DISCARD_CHUNK)))
+        self._message_done()
         import structlog  # as in validateHandshake: only a daemon that refuses needs it
 
         structlog.get_logger(__name__).warning(
@@ -165,9 +207,13 @@ class SecureDaemon(Pyro5.server.Daemon):
         host: str | None = None,
         port: int = 0,
         unixsocket: str | None = None,
+        limit_uids: bool = False,
     ) -> None:
         self._secret = None if secret is None else secret.encode()
         self._idle_timeout = idle_timeout
+        self._limit_uids = limit_uids
+        self._connections_by_uid: dict[int, int] = {}
+        self._count_lock = threading.Lock()
         super().__init__(host=host, port=port, unixsocket=unixsocket)
 
     def _handshake(self, conn: SocketConnection, denied_reason: str | None = None) -> bool:
@@ -178,7 +224,50 @@ class SecureDaemon(Pyro5.server.Daemon):
         # the handshake first, goes through the check, and nothing else in the process does.
         # A refused handshake reaches Pyro5's own failure path, which answers the client.
         conn.recv = _JsonOnlyReader(conn, self.locationStr)
-        return super()._handshake(conn, denied_reason)
+        if self._limit_uids and not self._count_connection(conn):
+            # Closed unread: answering the refusal would mean reading the client's handshake,
+            # which a hostile client sends slowly, holding the worker this limit protects.
+            return False
+        accepted = False
+        try:
+            accepted = super()._handshake(conn, denied_reason)
+            return accepted
+        finally:
+            if not accepted:  # Pyro5 calls clientDisconnect only for accepted connections
+                self.clientDisconnect(conn)
+
+    def _count_connection(self, conn: SocketConnection) -> bool:
+        """Count `conn` against its uid; False if the uid already holds its share."""
+        try:
+            uid = _peer_credentials(conn.sock)[1]
+        except SecurityError:
+            return True
+        if uid in (0, os.geteuid()):
+            return True
+        with self._count_lock:
+            held = self._connections_by_uid.get(uid, 0)
+            if held < MAX_CONNECTIONS_PER_UID:
+                self._connections_by_uid[uid] = held + 1
+                conn.counted_uid = uid
+                return True
+        import structlog
+
+        structlog.get_logger(__name__).warning(
+            "rpc.connection_refused", daemon=self.locationStr, uid=uid,
+            reason=f"uid holds {MAX_CONNECTIONS_PER_UID} connections already")
+        return False
+
+    def clientDisconnect(self, conn: SocketConnection) -> None:
+        uid = getattr(conn, "counted_uid", None)
+        if uid is None:
+            return
+        conn.counted_uid = None
+        with self._count_lock:
+            left = self._connections_by_uid[uid] - 1
+            if left:
+                self._connections_by_uid[uid] = left
+            else:
+                del self._connections_by_uid[uid]
 
     def handleRequest(self, conn: SocketConnection) -> None:
         try:
@@ -251,7 +340,8 @@ def serve(
     else:
         unix_socket = Path(unix_socket)
         _remove_stale_socket(unix_socket)
-        daemon = SecureDaemon(secret=secret, idle_timeout=idle_timeout, unixsocket=str(unix_socket))
+        daemon = SecureDaemon(secret=secret, idle_timeout=idle_timeout, unixsocket=str(unix_socket),
+                              limit_uids=peer_credentials)
     try:
         if unix_socket is not None:
             # bind() applied the umask; set the mode the caller asked for.
