@@ -72,7 +72,10 @@ def print_error(prog: str, message: str) -> None:
 def run_command(prog: str, body: Callable[[], int]) -> int:
     """Run a command body; turn the failures every command shares into messages and exit codes."""
     try:
-        return body()
+        status = body()
+        # Flushed here, not at interpreter exit, so a reader that left is caught below.
+        sys.stdout.flush()
+        return status
     except ParserExit as exc:
         return exc.status
     except UsageError as exc:
