@@ -187,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run-time bound of bounded slowdown (default: 10)",
     )
     parser.add_argument(
-        "--out", type=Path, metavar="DIR", help="write DIR/accounting.log and DIR/summary.json (DIR/POLICY/... with several policies)"
+        "--out", type=Path, metavar="DIR",
+        help="write DIR/accounting.log and DIR/summary.json (DIR/POLICY/... with several policies)"
     )
     parser.add_argument(
         "--markdown", action="store_true",
