@@ -21,9 +21,10 @@ from cobaltlite.config import (
     UnixAddress,
     default_state_dir,
     ensure_layout,
+    instance_paths,
     load_config,
 )
-from cobaltlite.errors import CobaltliteError
+from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.rpc.peers import Peer, check_address
 from cobaltlite.rpc.secret import create_secret
 
@@ -168,27 +169,81 @@ def _shown_address(config: Config, component: str) -> str:
     return str(address)
 
 
+def _state_dir_source(given: Path | None) -> str:
+    """Where the state directory came from, for error messages about it."""
+    if given is not None:
+        return "--state-dir"
+    if os.environ.get("COBALTLITE_STATE_DIR"):
+        return "COBALTLITE_STATE_DIR"
+    return "the default state directory"
+
+
+UP_DESCRIPTION = (
+    "Create the instance's state directory if needed (with a default cobaltlite.yaml), then "
+    f"start every component ({', '.join(START_ORDER)}) as a background daemon, wait until each "
+    "answers, and show the status table. Components already running are left alone. Daemon "
+    "logs go to STATE_DIR/log/COMPONENT.log.")
+DOWN_DESCRIPTION = (
+    "Stop every running component of the instance (SIGTERM, then wait up to "
+    f"{STOP_TIMEOUT:.0f} s each), in the reverse order of `up`. The daemons are found through "
+    "their pid files in STATE_DIR/run/, so `down` works even when cobaltlite.yaml is broken. "
+    "Jobs already running are not killed by stopping the daemons.")
+STATUS_DESCRIPTION = "Show which components run and answer at their addresses; exit 1 if any " \
+    "does not."
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="cobaltlite",
         description="Start, stop and report the components of one cobaltlite instance.",
         epilog="The instance is the state directory: --state-dir, else COBALTLITE_STATE_DIR, "
         f"else /var/lib/cobaltlite if it exists, else ~/.cobaltlite (now: {default_state_dir()}). "
+        "--state-dir may be given before or after the subcommand. "
         "Each component also runs in the foreground as `python -m cobaltlite.daemon NAME` "
         "(see etc/systemd/).")
     parser.add_argument("--state-dir", type=Path, help="the instance's state directory")
+    # The same option after the subcommand (`cobaltlite up --state-dir X`); SUPPRESS keeps an
+    # absent one from overwriting the value given before the subcommand.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--state-dir", type=Path, default=argparse.SUPPRESS,
+                        help="the instance's state directory")
     sub = parser.add_subparsers(dest="command", required=True, metavar="up|down|status")
-    sub.add_parser("up", help=f"start every component ({', '.join(COMPONENTS)}) in the background")
-    sub.add_parser("down", help="stop every component (SIGTERM, then wait)")
-    sub.add_parser("status", help="show which components run and answer")
+    sub.add_parser("up", parents=[common], description=UP_DESCRIPTION,
+                   help=f"start every component ({', '.join(COMPONENTS)}) in the background")
+    sub.add_parser("down", parents=[common], description=DOWN_DESCRIPTION,
+                   help="stop every component (SIGTERM, then wait)")
+    sub.add_parser("status", parents=[common], description=STATUS_DESCRIPTION,
+                   help="show which components run and answer")
     args = parser.parse_args(argv)
     console = Console()
+    err = Console(stderr=True, soft_wrap=True)
     try:
+        if args.command == "down":
+            return down_anyway(args.state_dir, console, err)
         config = load_config(args.state_dir)
-        return {"up": up, "down": down, "status": status}[args.command](config, console)
+        if args.command == "up":
+            try:
+                ensure_layout(config)
+            except CobaltliteError as exc:
+                raise InputError(f"{_state_dir_source(args.state_dir)}: {exc}") from None
+        return {"up": up, "status": status}[args.command](config, console)
     except CobaltliteError as exc:
-        Console(stderr=True).print(f"cobaltlite: error: {exc}", markup=False)
+        err.print(f"cobaltlite: error: {exc}", markup=False, highlight=False)
         return 1
+
+
+def down_anyway(state_dir: Path | None, console: Console, err: Console) -> int:
+    """`down`, also when cobaltlite.yaml is broken: the daemons are found by their pid files,
+    which depend on the state directory alone, so a bad edit never leaves them running."""
+    try:
+        config = load_config(state_dir)
+    except CobaltliteError as exc:
+        err.print(f"cobaltlite: warning: {exc}", markup=False, highlight=False)
+        err.print("cobaltlite: the configuration is broken; stopping the daemons found by "
+                  "their pid files anyway", markup=False, highlight=False)
+        down(instance_paths(state_dir), console)
+        return 1
+    return down(config, console)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ a name there, and would then receive the component secret from the clients' hand
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -127,6 +128,9 @@ class Config:
 
 
 _KEYS = {f.name for f in fields(Config)} - {"state_dir"}
+# Intervals the daemons sleep between passes: zero or less would spin.
+_POSITIVE = frozenset({"scheduler_interval", "metrics_interval", "utility_budget"})
+_NON_NEGATIVE = frozenset({"kill_grace"})
 
 DEFAULT_CONFIG_TEXT = """\
 # cobaltlite instance configuration (see etc/cobaltlite.yaml for every option, commented).
@@ -184,6 +188,15 @@ def load_config(state_dir: Path | None = None) -> Config:
             value = float(value)
         if value is not None and default is not None and not isinstance(value, type(default)):
             raise InputError(f"{path}: option {key}: {value!r} is not a {type(default).__name__}")
+        if key in _POSITIVE and not (isinstance(value, float) and value > 0
+                                     and math.isfinite(value)):
+            # 0 or less would make the daemon loop without sleeping (a spinning core).
+            raise InputError(f"{path}: option {key}: {value!r} must be a number of seconds "
+                             "greater than zero")
+        if key in _NON_NEGATIVE and not (isinstance(value, float) and value >= 0
+                                         and math.isfinite(value)):
+            raise InputError(f"{path}: option {key}: {value!r} must be a number of seconds, "
+                             "zero or more")
         setattr(config, key, value)
     return config
 
@@ -290,12 +303,22 @@ def _same_place(a: Address, b: Address) -> bool:
 
 
 def ensure_layout(config: Config) -> None:
-    """Create the state directory tree with safe modes and the default config file."""
-    config.state_dir.mkdir(parents=True, exist_ok=True)
-    # Users must traverse to the sockets directory; everything else stays private.
-    os.chmod(config.state_dir, 0o755)
-    for sub, mode in (("sockets", 0o755), ("run", 0o700), ("log", 0o700)):
-        (config.state_dir / sub).mkdir(exist_ok=True)
-        os.chmod(config.state_dir / sub, mode)
-    if not config.config_path.exists():
-        config.config_path.write_text(DEFAULT_CONFIG_TEXT)
+    """Create the state directory tree with safe modes and the default config file.
+
+    Raises InputError naming the state directory when it cannot be made (a regular file there,
+    a read-only file system, no permission): a new user's first mistake, not a traceback."""
+    if config.state_dir.exists() and not config.state_dir.is_dir():
+        raise InputError(f"state directory {config.state_dir}: exists and is not a directory")
+    try:
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+        # Users must traverse to the sockets directory; everything else stays private.
+        os.chmod(config.state_dir, 0o755)
+        for sub, mode in (("sockets", 0o755), ("run", 0o700), ("log", 0o700)):
+            (config.state_dir / sub).mkdir(exist_ok=True)
+            os.chmod(config.state_dir / sub, mode)
+        if not config.config_path.exists():
+            config.config_path.write_text(DEFAULT_CONFIG_TEXT)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise InputError(f"state directory {config.state_dir}: cannot create it{where}: "
+                         f"{exc.strerror or exc}") from None

@@ -47,7 +47,7 @@ class CommandParser(argparse.ArgumentParser):
     """An ArgumentParser that raises instead of exiting, so `main()` returns its exit code.
 
     Cobalt's `-h` means "held" in qsub, so commands build it with add_help=False and declare
-    `--help` themselves (see `add_help_option`).
+    `-h`/`--help` themselves (see `add_help_option`; qsub declares `--help` alone).
     """
 
     def error(self, message: str) -> NoReturn:
@@ -59,8 +59,10 @@ class CommandParser(argparse.ArgumentParser):
         raise ParserExit(status)
 
 
-def add_help_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--help", action="help", help="show this help and exit")
+def add_help_option(parser: argparse.ArgumentParser, short: bool = True) -> None:
+    """--help, and -h too unless the command gives -h another meaning (qsub: held, as Cobalt)."""
+    names = ("-h", "--help") if short else ("--help",)
+    parser.add_argument(*names, action="help", help="show this help and exit")
 
 
 def print_error(prog: str, message: str) -> None:
@@ -70,7 +72,10 @@ def print_error(prog: str, message: str) -> None:
 def run_command(prog: str, body: Callable[[], int]) -> int:
     """Run a command body; turn the failures every command shares into messages and exit codes."""
     try:
-        return body()
+        status = body()
+        # Flushed here, not at interpreter exit, so a reader that left is caught below.
+        sys.stdout.flush()
+        return status
     except ParserExit as exc:
         return exc.status
     except UsageError as exc:

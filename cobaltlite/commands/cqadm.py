@@ -38,10 +38,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: Any) -> int:
     with connect_queue_manager() as qm:
         if args.getq:
+            queues = qm.queues()
             rows = [[q["name"], q["state"], q["policy"], str(q["priority"])]
-                    for q in qm.queues() if not args.queues or q["name"] in args.queues]
-            print_lines(format_table(["Queue", "State", "Policy", "Priority"], rows))
-            return 0
+                    for q in queues if not args.queues or q["name"] in args.queues]
+            known = {q["name"] for q in queues}
+            missing = [name for name in args.queues if name not in known]
+            if rows:
+                print_lines(format_table(["Queue", "State", "Policy", "Priority"], rows))
+            for name in missing:
+                print(f"{PROG}: queue {name} does not exist", file=sys.stderr)
+            return 1 if missing else 0
         if not args.queues:
             print(f"{PROG}: --policy needs at least one QUEUE", file=sys.stderr)
             return 2

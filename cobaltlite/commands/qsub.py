@@ -55,7 +55,10 @@ Environment: the job gets the --env variables and the submitter's PATH (unless -
 PATH), plus the COBALT_* variables set when it starts; nothing else of the submitter's
 environment is passed, as in Cobalt.
 
-Exit status: 0 submitted (the job id is printed), 1 refused, 2 bad command line."""
+Exit status: 0 submitted (the job id is printed); 2 a command line or #COBALT line that
+cannot be parsed (an unknown option, a malformed value, bad quoting, a #COBALT line holding
+more than options); 1 a submission that parses but is refused (no executable, a missing
+-t or -n, a value out of range, or the queue manager's refusal)."""
 
 
 def build_parser() -> CommandParser:
@@ -100,11 +103,16 @@ def build_parser() -> CommandParser:
     add("-M", "--notify", metavar="EMAIL", help="e-mail address, stored as attribute 'notify'")
     add("-v", "--verbose", action="store_true",
         help="print the submission sent to the queue manager on stderr")
-    add_help_option(parser)
+    add_help_option(parser, short=False)  # -h is --held, as in Cobalt
     # Everything from the executable on belongs to the job, options included (Cobalt disables
     # interspersed arguments the same way).
     add("command", nargs=argparse.REMAINDER, help="the executable or script, then its arguments")
     return parser
+
+
+class DirectiveError(UsageError, CommandError):
+    """A #COBALT line that cannot be read as options: a bad command line (exit status 2), like
+    a bad option on the real one, whichever way the line is wrong."""
 
 
 # ---- pure parsing helpers ----------------------------------------------------------------------
@@ -191,7 +199,8 @@ def read_directives(path: str) -> list[str] | None:
                 # Shell quoting rules, and a `#` starts a trailing comment.
                 options.extend(shlex.split(line[len("#COBALT "):], comments=True))
             except ValueError as exc:
-                raise CommandError(f"{path}:{number}: bad #COBALT directive: {exc}") from None
+                raise DirectiveError(f"{path}:{number}: bad #COBALT directive: {exc}",
+                                     build_parser().format_usage()) from None
     return options
 
 
@@ -236,8 +245,8 @@ def parse_command_line(argv: Sequence[str]) -> tuple[argparse.Namespace, str, bo
     except UsageError as exc:
         raise UsageError(f"in the #COBALT directives of {executable}: {exc}", exc.usage) from None
     if from_script.command:
-        raise CommandError(f"#COBALT directives of {executable} may hold only options, not "
-                           f"{shlex.join(from_script.command)}")
+        raise DirectiveError(f"#COBALT directives of {executable} may hold only options, not "
+                             f"{shlex.join(from_script.command)}", parser.format_usage())
     # Parsing the command line into the directives' namespace keeps every directive value the
     # command line does not override, and appends the command line's --env/--attrs to theirs.
     merged = parser.parse_args(argv, namespace=from_script)

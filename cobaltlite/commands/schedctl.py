@@ -113,6 +113,8 @@ def _scheduler(args: Any) -> int:
                 _print_policy_status(qm.policy_status())
     except PermissionError as exc:
         raise CommandError(str(exc)) from None
+    except BrokenPipeError:
+        raise  # stdout's reader left (`schedctl --status | head -1`): run_command exits quietly
     except (Pyro5.errors.CommunicationError, OSError) as exc:
         raise CommandError(f"cannot reach the scheduler at {config.admin_socket}: {exc} "
                            "(is `cobaltlite up` running?)") from None
@@ -190,6 +192,10 @@ def _try(args: Any) -> int:
 
     if not args.policy or not args.against:
         raise CommandError("--try FILE needs --policy NAME and --against LOG")
+    if not args.against.is_file():
+        # replay() would name its own option, --trace, which schedctl does not have.
+        what = "is a directory, not a job log" if args.against.is_dir() else "no such file"
+        raise CommandError(f"--against {args.against}: {what}")
     try:
         candidates = compile_file(args.try_file).functions
     except PolicyError as exc:

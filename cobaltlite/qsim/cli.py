@@ -26,7 +26,9 @@ examples:
   qsim --trace out/accounting.log --machine intrepid --policy fcfs   # replay a job log back
 
 outputs (with --out DIR): DIR/accounting.log (Q, S, E records in Cobalt's format, readable
-again by qsim) and DIR/summary.json (settings and metrics). The metrics table goes to stdout.
+again by qsim) and DIR/summary.json (settings and metrics); with several policies,
+DIR/POLICY/accounting.log and DIR/POLICY/summary.json for each. The metrics table goes to
+stdout. qsim exits 1 when no job was replayed.
 """
 
 
@@ -185,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run-time bound of bounded slowdown (default: 10)",
     )
     parser.add_argument(
-        "--out", type=Path, metavar="DIR", help="write DIR/accounting.log and DIR/summary.json"
+        "--out", type=Path, metavar="DIR",
+        help="write DIR/accounting.log and DIR/summary.json (DIR/POLICY/... with several policies)"
     )
     parser.add_argument(
         "--markdown", action="store_true",
@@ -227,10 +230,14 @@ def _policy(name: str, args: argparse.Namespace) -> UtilityFunction:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     names = [name.strip() for name in args.policy.split(",") if name.strip()]
     if not names:
         parser.error("--policy needs at least one policy name")
+    problem = _check_paths(args.trace, args.out, several=len(names) > 1)
+    if problem:
+        err.print(f"qsim: error: {problem}", markup=False, highlight=False)
+        return 1
     reports = []
     try:
         policies = [_policy(name, args) for name in names]
@@ -273,7 +280,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             jobs = len(report.result.outcomes)
             err.print(f"qsim: {report.settings.policy.name}: {jobs} jobs in {elapsed:.2f} s "
                       f"({jobs / max(elapsed, 1e-9):,.0f} jobs/s)", markup=False, highlight=False)
+    empty = [report.settings.policy.name for report, _ in reports if not report.result.outcomes]
+    if empty:
+        # A window after the trace's end, or every job too big: metrics of nothing mean nothing.
+        err.print(f"qsim: warning: no job was replayed ({', '.join(empty)}); check --start/--end "
+                  "against the trace's dates and --machine against the jobs' sizes",
+                  markup=False, highlight=False)
+        return 1
     return 0
+
+
+def _check_paths(trace: Path, out: Path | None, several: bool) -> str | None:
+    """Why --trace or --out cannot be used (None if they can), before any replay starts."""
+    if trace.is_dir():
+        return f"--trace {trace}: is a directory; name a trace file in it"
+    if out is None:
+        return None
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: exists and is not a directory"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"--out {out}: cannot create the directory: {exc.strerror or exc}"
+    return None
 
 
 if __name__ == "__main__":
