@@ -449,8 +449,8 @@ def test_catalog_shipped_machines(partlist: frozenset[str]) -> None:
 
 
 def test_catalog_flat_specs() -> None:
-    assert load_description("flat:256") == FlatDescription("flat-256", 256, 1)
-    assert load_description("flat:128:8") == FlatDescription("flat-128", 128, 8)
+    assert load_description("flat:256") == FlatDescription("flat:256", 256, 1)
+    assert load_description("flat:128:8") == FlatDescription("flat:128", 128, 8)
     for bad in ("flat:", "flat:0", "flat:x", "flat:4:2:1", "flat:-3"):
         with pytest.raises(InputError, match="flat:N or flat:N:PPN"):
             load_description(bad)

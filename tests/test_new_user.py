@@ -234,3 +234,24 @@ def test_dash_h_is_help(module: str) -> None:
 def test_qsub_dash_h_still_holds() -> None:
     ran = run("cobaltlite.commands.qsub", "--help")
     assert "-h, --held" in ran.stdout
+
+
+# ---- 7, 10, 11. Names, tables in files, the papers --------------------------------------------
+
+
+def test_a_flat_machine_is_named_as_it_is_written() -> None:
+    ran = qsim("--trace", str(LUBLIN), "--machine", "flat:4", "-q")
+    assert "flat-4" not in ran.stdout + ran.stderr
+
+
+def test_a_comparison_piped_to_a_file_keeps_its_width_its_best_marks_and_names_the_papers(
+) -> None:
+    ran = qsim("--trace", str(LUBLIN), "--machine", "flat:256", "--policy", "fcfs,wfp3")
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    header = next(line for line in lines if "fcfs" in line and "wfp3" in line)
+    assert "(*: best)" in ran.stdout
+    # Each row is whole on one line, and the best value of a row is starred, not only bold.
+    assert any(line.startswith("│ mean wait") and " * │" in line for line in lines), header
+    assert 'Tang, Lan, Desai, Buettner, "Fault-Aware, Utility-Based Job Scheduling' in ran.stdout
+    assert "Toward balanced and sustainable job scheduling" in ran.stdout

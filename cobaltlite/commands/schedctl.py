@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import Pyro5.errors
-from rich.console import Console
 
 from cobaltlite.commands.common import (
     CommandError,
@@ -187,7 +186,7 @@ def _current_policy(args: Any) -> UtilityFunction:
 
 
 def _try(args: Any) -> int:
-    from cobaltlite.qsim.metrics import compare_metrics
+    from cobaltlite.qsim.metrics import print_comparison
     from cobaltlite.qsim.replay import ReplaySettings, replay
 
     if not args.policy or not args.against:
@@ -213,7 +212,7 @@ def _try(args: Any) -> int:
         except (CobaltliteError, PolicyError) as exc:
             raise CommandError(f"replay with {policy.name}: {exc}") from None
         runs.append((label, report.metrics))
-    Console().print(compare_metrics(runs))
+    print_comparison(runs)
     print(f"{args.against}: {runs[0][1]['jobs']} jobs replayed on {machine}; "
           "nothing was activated")
     return 0

@@ -97,7 +97,7 @@ def _flat(spec: str) -> FlatDescription:
         )
     nodes = int(fields[0])
     ppn = int(fields[1]) if len(fields) == 2 else 1
-    return FlatDescription(name=f"flat-{nodes}", nodes=nodes, processors_per_node=ppn)
+    return FlatDescription(name=f"flat:{nodes}", nodes=nodes, processors_per_node=ppn)
 
 
 def _read_block_list(path: str | Path, desc: BGPDescription) -> frozenset[str]:

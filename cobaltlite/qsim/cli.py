@@ -15,7 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cobaltlite.errors import CobaltliteError
 from cobaltlite.policy.loader import compile_file
 from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction, builtin_policy
-from cobaltlite.qsim.metrics import compare_metrics, metrics_markdown, print_metrics
+from cobaltlite.qsim.metrics import (
+    metrics_markdown,
+    print_comparison,
+    print_metrics,
+)
 from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, replay
 from cobaltlite.scheduler.scheduler import Backfill
 
@@ -272,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.markdown:
         print(metrics_markdown(named))
     elif len(reports) > 1:
-        Console().print(compare_metrics(named))
+        print_comparison(named)
     else:
         print_metrics(first.metrics, title=f"{title}, {first.settings.policy.name}")
     if not args.quiet:

@@ -328,11 +328,30 @@ def render_metrics(metrics: Mapping[str, Any], *, title: str) -> Group:
     return Group(headline, spread, categories)
 
 
+PAPERS = (
+    "seed 000: Tang, Ren, Lan, Desai, \"Toward balanced and sustainable job scheduling for "
+    "production supercomputers\", Parallel Computing 2013. "
+    "seed 003: Tang, Lan, Desai, Buettner, \"Fault-Aware, Utility-Based Job Scheduling on "
+    "Blue Gene/P Systems\", IEEE Cluster 2009. (docs/architecture.md, The papers)")
+"""The footnote that tells a reader which papers "seed 000" and "seed 003" are."""
+
+_PIPED_WIDTH = 200
+"""Columns when stdout is not a terminal: rich would wrap at 80 and a log or file has no width."""
+
+
+def output_console() -> Console:
+    """Stdout: the terminal's width, or wide enough not to wrap a table in a file or a CI log."""
+    console = Console()
+    return console if console.is_terminal else Console(width=_PIPED_WIDTH)
+
+
 def print_metrics(
     metrics: Mapping[str, Any], console: Console | None = None, *, title: str = "Qsim metrics"
 ) -> None:
-    """Print `render_metrics` to `console` (stdout by default)."""
-    (console or Console()).print(render_metrics(metrics, title=title))
+    """Print `render_metrics` to `console` (stdout by default), with the papers named."""
+    console = console or output_console()
+    console.print(render_metrics(metrics, title=title))
+    console.print(PAPERS, style="dim", soft_wrap=True)
 
 
 # One row of a side-by-side comparison: label, how to read the value, how to show it as plain
@@ -390,8 +409,9 @@ def _best(values: Sequence[Any], better: _Better) -> set[int]:
 
 
 def compare_metrics(named: Sequence[tuple[str, Mapping[str, Any]]]) -> Table:
-    """Runs side by side, one column each; the best value of each row is in bold."""
-    table = Table(title="Qsim runs compared (bold: best)", title_justify="left")
+    """Runs side by side, one column each; the best value of each row is in bold and starred
+    (the star survives where bold does not: a file, a pipe, a CI log)."""
+    table = Table(title="Qsim runs compared (*: best)", title_justify="left")
     table.add_column("")
     for name, _ in named:
         table.add_column(escape(name), justify="right")
@@ -399,10 +419,20 @@ def compare_metrics(named: Sequence[tuple[str, Mapping[str, Any]]]) -> Table:
         for label, read, fmt, better in section:
             values = [read(metrics) for _, metrics in named]
             best = _best(values, better)
-            cells = [f"[bold]{fmt(v)}[/]" if i in best else fmt(v) for i, v in enumerate(values)]
+            cells = [f"[bold]{fmt(v)} *[/]" if i in best else fmt(v)
+                     for i, v in enumerate(values)]
             table.add_row(escape(label), *cells)
         table.add_section()
     return table
+
+
+def print_comparison(
+    named: Sequence[tuple[str, Mapping[str, Any]]], console: Console | None = None
+) -> None:
+    """Print `compare_metrics` to `console` (stdout by default), with the papers named."""
+    console = console or output_console()
+    console.print(compare_metrics(named))
+    console.print(PAPERS, style="dim", soft_wrap=True)
 
 
 def metrics_markdown(named: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
@@ -420,4 +450,4 @@ def metrics_markdown(named: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
         best = _best(values, better)
         cells = [f"**{cell(fmt(v))}**" if i in best else cell(fmt(v)) for i, v in enumerate(values)]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + f"\n\n{PAPERS}\n"
