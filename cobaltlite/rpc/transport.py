@@ -67,6 +67,7 @@ from Pyro5.serializers import JsonSerializer, SerializerBase
 from Pyro5.socketutil import SocketConnection, receive_data
 
 from cobaltlite.errors import CobaltliteError, InputError
+from cobaltlite.rpc import json_codec
 from cobaltlite.rpc.client import peer_credentials as read_peer_credentials
 from cobaltlite.rpc.errors import SecurityError
 from cobaltlite.rpc.secret import MIN_SECRET_CHARS
@@ -168,6 +169,9 @@ class SecureDaemon(Pyro5.server.Daemon):
     ) -> None:
         self._secret = None if secret is None else secret.encode()
         self._idle_timeout = idle_timeout
+        if not isinstance(serializers.serializers_by_id.get(_JSON_ID), json_codec.JsonCodec):
+            # Its loadsCall is the plain-data decoder every request must go through.
+            json_codec.install()
         super().__init__(host=host, port=port, unixsocket=unixsocket)
 
     def _handshake(self, conn: SocketConnection, denied_reason: str | None = None) -> bool:
@@ -178,7 +182,9 @@ class SecureDaemon(Pyro5.server.Daemon):
         # the handshake first, goes through the check, and nothing else in the process does.
         # A refused handshake reaches Pyro5's own failure path, which answers the client.
         conn.recv = _JsonOnlyReader(conn, self.locationStr)
-        return super()._handshake(conn, denied_reason)
+        # The handshake data is request content too: plain data only, no class hooks.
+        with json_codec.decoding_requests():
+            return super()._handshake(conn, denied_reason)
 
     def handleRequest(self, conn: SocketConnection) -> None:
         try:

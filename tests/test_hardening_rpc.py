@@ -1,0 +1,127 @@
+"""Hardening of the RPC layer (issue 8): requests are decoded as plain data only, and errors a
+daemon did not mean for users reach them as a short RuntimeError, details in the daemon log."""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import Pyro5.api
+import Pyro5.errors
+import pytest
+
+from cobaltlite.rpc.client import connect
+from cobaltlite.rpc.transport import USER_SOCKET_MODE, serve, serve_in_thread, shutdown
+
+SECRET = "s" * 64
+
+
+@Pyro5.api.expose
+class Target:
+    def echo(self, value: object) -> object:
+        # Touching an argument is what would make a revived proxy connect.
+        if isinstance(value, dict):
+            for key in value:
+                value.get(key)
+        return repr(value)[:200] if not isinstance(value, (str, int, list, dict)) else value
+
+    def kw(self, **kwargs: object) -> object:
+        return sorted(kwargs)
+
+
+@pytest.fixture(scope="module")
+def daemons() -> Iterator[dict[str, tuple[Pyro5.api.URI, str | None]]]:
+    directory = Path(tempfile.mkdtemp(prefix="cltest-hard-", dir="/tmp"))
+    user, user_uri = serve(Target(), unix_socket=directory / "user.sock",
+                           socket_mode=USER_SOCKET_MODE, object_id="t", secret=None,
+                           peer_credentials=True, idle_timeout=10.0)
+    comp, comp_uri = serve(Target(), unix_socket=directory / "comp.sock", object_id="t",
+                           secret=SECRET)
+    for daemon in (user, comp):
+        serve_in_thread(daemon)
+    yield {"user": (user_uri, None), "component": (comp_uri, SECRET)}
+    shutdown(user)
+    shutdown(comp)
+
+
+class Listener:
+    """A Unix socket the test controls; counts the connections made to it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.accepted = 0
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    directory = Path(tempfile.mkdtemp(prefix="cltest-lsn-", dir="/tmp"))
+    spy = Listener(directory / "spy.sock")
+    yield spy
+    spy.close()
+
+
+def proxy_dict(path: Path) -> dict:
+    # What Pyro5's JSON serializer makes of a Proxy: reviving it builds a proxy to `path`.
+    return {"__class__": "Pyro5.client.Proxy",
+            "state": [f"PYRO:obj@./u:{path}", [], ["echo", "get", "keys", "items"], [],
+                      0.5, None, None, 0]}
+
+
+@pytest.mark.parametrize("side", ["user", "component"])
+@pytest.mark.parametrize("where", ["positional", "nested", "keyword"])
+def test_a_class_shaped_argument_is_refused_and_opens_no_connection(
+        daemons: dict, listener: Listener, side: str, where: str) -> None:
+    uri, secret = daemons[side]
+    evil = proxy_dict(listener.path)
+    with connect(uri, secret=secret) as proxy:
+        with pytest.raises(ValueError, match="request arguments must be plain data"):
+            if where == "positional":
+                proxy.echo(evil)
+            elif where == "nested":
+                proxy.echo({"filters": [{"user": evil}]})
+            else:
+                proxy.kw(filters=evil)
+        # The same connection, and the daemon, keep serving.
+        assert proxy.echo({"plain": [1, "two"]}) == {"plain": [1, "two"]}
+    with connect(uri, secret=secret) as proxy:
+        assert proxy.echo("again") == "again"
+    assert listener.accepted == 0
+
+
+@pytest.mark.parametrize("side", ["user", "component"])
+def test_class_shaped_handshake_data_is_refused_and_opens_no_connection(
+        daemons: dict, listener: Listener, side: str) -> None:
+    uri, _secret = daemons[side]
+    proxy = Pyro5.api.Proxy(uri)
+    proxy._pyroSerializer = "json"
+    proxy._pyroHandshake = proxy_dict(listener.path)
+    with proxy, pytest.raises(Pyro5.errors.CommunicationError,
+                              match="request arguments must be plain data"):
+        proxy._pyroBind()
+    assert listener.accepted == 0
+    with connect(uri, secret=daemons[side][1]) as fine:
+        assert fine.echo(1) == 1
