@@ -125,3 +125,98 @@ def test_class_shaped_handshake_data_is_refused_and_opens_no_connection(
     assert listener.accepted == 0
     with connect(uri, secret=daemons[side][1]) as fine:
         assert fine.echo(1) == 1
+
+
+# ---------------------------------------------------------------------- internal errors
+
+
+class DiskFull(Exception):
+    """Not a builtin: Pyro5 clients cannot rebuild it."""
+
+
+@Pyro5.api.expose
+class Faulty:
+    def sqlalchemy(self) -> None:
+        import sqlalchemy.exc
+
+        raise sqlalchemy.exc.OperationalError(
+            "INSERT INTO jobs (owner, secret_column) VALUES (?, ?)", ("alice", "hunter2"),
+            OSError(28, "database or disk is full"))
+
+    def custom(self) -> None:
+        raise DiskFull("/var/lib/cobaltlite/state.db: no space left")
+
+    def unpicklable(self) -> None:
+        raise DiskFull(object())  # its args cannot even be serialized
+
+    def bug(self) -> None:
+        return None.missing  # type: ignore[attr-defined]
+
+    def refusal(self) -> None:
+        raise ValueError("walltime must be positive")
+
+    def fine(self, value: int = 0) -> int:
+        return value + 1
+
+
+@pytest.fixture
+def daemon_log(tmp_path: Path) -> Iterator[Path]:
+    import structlog
+
+    from cobaltlite import logs
+
+    log_file = tmp_path / "daemon.log"
+    logs.configure("test", log_file)
+    yield log_file
+    structlog.reset_defaults()
+
+
+@pytest.mark.parametrize("method", ["sqlalchemy", "custom", "unpicklable", "bug"])
+@pytest.mark.parametrize("side", ["user", "component"])
+def test_an_unexpected_error_reaches_the_client_as_a_short_runtime_error_and_is_logged(
+        tmp_path: Path, daemon_log: Path, method: str, side: str) -> None:
+    import json
+    import re
+
+    secret = None if side == "user" else SECRET
+    daemon, uri = serve(Faulty(), unix_socket=tmp_path / "f.sock", object_id="faulty",
+                        secret=secret, peer_credentials=side == "user",
+                        service="the queue manager")
+    serve_in_thread(daemon)
+    try:
+        with connect(uri, secret=secret) as proxy:
+            with pytest.raises(RuntimeError) as raised:
+                getattr(proxy, method)()
+            assert type(raised.value) is RuntimeError
+            message = str(raised.value)
+            match = re.fullmatch(r"internal error in the queue manager; the administrator can "
+                                 r"find details in its log \(ref ([0-9a-f]{8})\)", message)
+            assert match, message
+            assert getattr(raised.value, "_pyroTraceback", None) in (None, [], "")
+            # Expected refusals keep their message; the daemon keeps serving.
+            with pytest.raises(ValueError, match="walltime must be positive"):
+                proxy.refusal()
+            assert proxy.fine(1) == 2
+    finally:
+        shutdown(daemon)
+    entries = [json.loads(line) for line in daemon_log.read_text().splitlines()]
+    (entry,) = [e for e in entries if e.get("event") == "rpc.internal_error"]
+    assert entry["ref"] == match.group(1)
+    assert entry["method"] == method
+    assert "Traceback (most recent call last)" in entry["exception"]
+    assert f"in {method}" in entry["exception"]
+
+
+def test_wrong_arguments_and_unknown_methods_keep_their_message(tmp_path: Path) -> None:
+    daemon, uri = serve(Faulty(), unix_socket=tmp_path / "f.sock", object_id="faulty",
+                        secret=SECRET)
+    serve_in_thread(daemon)
+    try:
+        with connect(uri, secret=SECRET) as proxy:
+            with pytest.raises(TypeError, match="positional argument"):
+                proxy.fine(1, 2, 3)
+            with pytest.raises(AttributeError):
+                proxy._pyroInvoke("nosuch", (), {})
+            assert proxy.fine() == 1
+    finally:
+        shutdown(daemon)

@@ -59,7 +59,10 @@ class JsonCodec(serializers.JsonSerializer):
 
     def loadsCall(self, data: Any) -> tuple[Any, Any, Any, Any]:
         # Only a daemon decodes calls: never any class hook here.
-        call = json.loads(self._convertToBytes(data), object_hook=_plain_data)
+        try:
+            call = json.loads(self._convertToBytes(data), object_hook=_plain_data)
+        except RecursionError:
+            raise ValueError("request arguments are nested too deeply") from None
         return call["object"], call["method"], call["params"], call["kwargs"]
 
     def _revive(self, obj: dict[str, Any]) -> Any:
