@@ -28,6 +28,9 @@ class Target:
                 value.get(key)
         return repr(value)[:200] if not isinstance(value, (str, int, list, dict)) else value
 
+    def same(self, value: object) -> object:
+        return value
+
     def kw(self, **kwargs: object) -> object:
         return sorted(kwargs)
 
@@ -220,3 +223,73 @@ def test_wrong_arguments_and_unknown_methods_keep_their_message(tmp_path: Path) 
             assert proxy.fine() == 1
     finally:
         shutdown(daemon)
+
+
+# ---------------------------------------------------------------------- generated requests
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# Lone surrogates included: the client below escapes them, as any hand-made client could.
+_text = st.text(st.characters(codec=None), max_size=40) | st.sampled_from(
+    ["\ud800", "a\udfffb", "\x00", "\u202e", "\U0010ffff", "x" * 20_000])
+_keys = _text | st.sampled_from(["__class__", "__exception__", "state", "args"])
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | _text,
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(_keys, inner, max_size=6)
+    | st.fixed_dictionaries({"__class__": st.sampled_from(
+        ["Pyro5.client.Proxy", "Pyro5.core.URI", "builtins.ValueError", "os.system"]),
+        "state": inner, "__exception__": st.booleans()}),
+    max_leaves=40)
+
+
+def _escaping_dumps_call(self: object, obj: str, method: str, vargs: object,
+                         kwargs: object) -> bytes:
+    import json
+
+    call = {"object": obj, "method": method, "params": vargs, "kwargs": kwargs}
+    return json.dumps(call, ensure_ascii=True).encode()
+
+
+def _has_class_dict(value: object) -> bool:
+    if isinstance(value, dict):
+        return "__class__" in value or any(_has_class_dict(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_class_dict(v) for v in value)
+    return False
+
+
+def _has_surrogate(value: object) -> bool:
+    if isinstance(value, str):
+        return any("\ud800" <= c <= "\udfff" for c in value)
+    if isinstance(value, dict):
+        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_surrogate(v) for v in value)
+    return False
+
+
+@pytest.mark.parametrize("side", ["user", "component"])
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(value=_json)
+def test_generated_arguments_get_a_result_or_a_clear_refusal(
+        daemons: dict, listener: Listener, monkeypatch: pytest.MonkeyPatch, side: str,
+        value: object) -> None:
+    from Pyro5 import serializers
+
+    codec = serializers.serializers["json"]
+    monkeypatch.setattr(type(codec), "dumpsCall", _escaping_dumps_call)
+    uri, secret = daemons[side]
+    with connect(uri, secret=secret) as proxy:
+        try:
+            result = proxy.same(value)
+        except ValueError as refused:
+            assert _has_class_dict(value) or _has_surrogate(value), refused
+            assert ("plain data" in str(refused)) or ("no lone surrogates" in str(refused))
+        else:
+            assert not _has_class_dict(value)
+            assert result == value
+        assert proxy.echo([1]) == [1]
+    assert listener.accepted == 0

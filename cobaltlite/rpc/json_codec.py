@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -29,6 +30,9 @@ from typing import Any
 from Pyro5 import serializers
 
 REFUSED_CLASS = "request arguments must be plain data (a dict may not have a '__class__' key)"
+
+REFUSED_SURROGATE = "request arguments must be valid Unicode text (no lone surrogates)"
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 # Set by a daemon's thread while it decodes a handshake; that thread makes no call of its own
 # meanwhile, so no reply is decoded under it.
@@ -44,6 +48,20 @@ def decoding_requests() -> Iterator[None]:
         yield
     finally:
         _requests.active = previous
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 def _plain_data(obj: dict[str, Any]) -> dict[str, Any]:
@@ -63,6 +81,10 @@ class JsonCodec(serializers.JsonSerializer):
             call = json.loads(self._convertToBytes(data), object_hook=_plain_data)
         except RecursionError:
             raise ValueError("request arguments are nested too deeply") from None
+        # A lone surrogate can only arrive as a \\u escape; a reply holding it could not be
+        # encoded, and the client would get a serialization failure instead of an answer.
+        if _SURROGATE_ESCAPE.search(self._convertToBytes(data)) and _has_lone_surrogate(call):
+            raise ValueError(REFUSED_SURROGATE)
         return call["object"], call["method"], call["params"], call["kwargs"]
 
     def _revive(self, obj: dict[str, Any]) -> Any:
