@@ -293,3 +293,31 @@ def test_generated_arguments_get_a_result_or_a_clear_refusal(
             assert result == value
         assert proxy.echo([1]) == [1]
     assert listener.accepted == 0
+
+
+def test_a_deeply_nested_request_is_refused_and_the_daemon_keeps_serving(
+        daemons: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    from Pyro5 import serializers
+
+    def nested_call(self: object, obj: str, method: str, vargs: object, kwargs: object) -> bytes:
+        depth = 200_000
+        return (b'{"object": "%s", "method": "same", "params": [' % obj.encode()
+                + b"[" * depth + b"]" * depth + b'], "kwargs": {}}')
+
+    uri, secret = daemons["user"]
+    with connect(uri, secret=secret) as proxy:
+        monkeypatch.setattr(type(serializers.serializers["json"]), "dumpsCall", nested_call)
+        with pytest.raises(ValueError, match="nested too deeply"):
+            proxy.same(None)
+        monkeypatch.undo()
+        assert proxy.same([1]) == [1]
+
+
+def test_batched_calls_are_refused(daemons: dict) -> None:
+    uri, secret = daemons["component"]
+    with connect(uri, secret=secret) as proxy:
+        batch = Pyro5.api.BatchProxy(proxy)
+        batch.same(1)
+        with pytest.raises(Pyro5.errors.SerializeError, match="does not accept batched calls"):
+            list(batch())
+        assert proxy.same(2) == 2
