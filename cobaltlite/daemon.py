@@ -36,11 +36,13 @@ USER_IDLE_TIMEOUT = 10.0
 every worker with idle connections and lock everyone else out."""
 
 
-def _serve_users(path: Path, api: object, object_id: str):
-    """A 0666 socket whose callers the kernel identifies; no secret, rights checked per call."""
+def _serve_users(path: Path, api: object, object_id: str, service: str):
+    """A 0666 socket whose callers the kernel identifies; no secret, rights checked per call.
+
+    `service` names the daemon to users in the message of an internal error."""
     daemon, _uri = serve(api, unix_socket=path, socket_mode=USER_SOCKET_MODE,
                          object_id=object_id, secret=None, peer_credentials=True,
-                         idle_timeout=USER_IDLE_TIMEOUT)
+                         idle_timeout=USER_IDLE_TIMEOUT, service=service)
     serve_in_thread(daemon)
     return daemon
 
@@ -117,7 +119,7 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
     threading.Thread(target=reconcile, name="reconcile", daemon=True).start()
     return [serve_component(config, "queue-manager", ComponentAPI(manager)),
             _serve_users(config.user_socket, UserAPI(manager, config.admin_group),
-                         "queue-manager-user")]
+                         "queue-manager-user", "the queue manager")]
 
 
 def run_system(config: Config, stop: threading.Event) -> list:
@@ -160,7 +162,7 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
     loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval)
     daemons = [serve_component(config, "scheduler", ComponentAPI(loop)),
                _serve_users(config.admin_socket, ControlAPI(loop, config.admin_group),
-                            "scheduler-control")]
+                            "scheduler-control", "the scheduler")]
     # A daemon thread: a pass cut short by exit loses nothing, each start is committed by the
     # queue manager on its own.
     threading.Thread(target=loop.loop, name="scheduling", daemon=True).start()

@@ -32,6 +32,13 @@ LookupError or RuntimeError with a message a user can act on. As a safety net, e
 cobaltlite.errors.CobaltliteError raised in a daemon of this process is sent as its nearest builtin
 base class (SecurityError as PermissionError, the others as RuntimeError) with its message.
 
+Those are the expected refusals (with Pyro5's own protocol errors, and a TypeError or
+AttributeError raised by Pyro5 itself for a call with wrong arguments or an unknown method). Any
+other exception is a fault of the daemon, not of the request: it is logged with its traceback
+and a short reference ("rpc.internal_error"), and the client gets only
+RuntimeError(INTERNAL_ERROR) naming that reference, without the remote traceback. The daemon
+keeps serving. Batched calls are refused (cobaltlite makes none), so every error goes this way.
+
 Timeouts and fair share
 -----------------------
 A new connection has HANDSHAKE_TIMEOUT seconds to complete the handshake, so silent clients cannot
@@ -53,11 +60,13 @@ the same path at the same instant are not arbitrated; the service manager must s
 (cobaltlite.rpc.peers.check_address enforces the directory rule for component sockets.)
 """
 
+import contextlib
 import grp
 import hmac
 import ipaddress
 import os
 import pwd
+import secrets
 import socket
 import stat
 import threading
@@ -74,6 +83,7 @@ from Pyro5.serializers import JsonSerializer, SerializerBase
 from Pyro5.socketutil import SocketConnection, receive_data
 
 from cobaltlite.errors import CobaltliteError, InputError
+from cobaltlite.rpc import json_codec
 from cobaltlite.rpc.client import peer_credentials as read_peer_credentials
 from cobaltlite.rpc.errors import SecurityError
 from cobaltlite.rpc.secret import MIN_SECRET_CHARS
@@ -92,6 +102,11 @@ _JSON_ID = JsonSerializer.serializer_id
 # missing from Pyro5's tables when msgpack is not installed, and a client may still send it.
 _SERIALIZER_NAMES = {1: "serpent", 2: "marshal", 3: "json", 4: "msgpack"}
 _DISCARD_CHUNK = 1 << 16
+INTERNAL_ERROR = ("internal error in {service}; the administrator can find details in its log "
+                  "(ref {ref})")
+# Refusals whose message is meant for the caller; anything else is reported as INTERNAL_ERROR.
+_EXPECTED = (ValueError, PermissionError, LookupError, CobaltliteError, Pyro5.errors.PyroError)
+_PYRO_SERVER_FILE = Pyro5.server.__file__
 
 
 class _RefusedMessage(Exception):
@@ -190,6 +205,10 @@ def _refusal(message: protocol.ReceivingMessage) -> str | None:
     if message.flags & protocol.FLAGS_COMPRESSED:
         # Pyro5 would inflate it before any size check: a few kilobytes could become gigabytes.
         return "this daemon does not accept compressed messages"
+    if message.flags & protocol.FLAGS_BATCH:
+        # Pyro5 serializes the errors of a batch without passing them through
+        # _sendExceptionResponse, where internal errors are hidden.
+        return "this daemon does not accept batched calls"
     if message.flags & protocol.FLAGS_KEEPSERIALIZED:
         return ("this daemon accepts only the json serializer, not pre-serialized arguments "
                 "(Pyro5 decodes those with marshal)")
@@ -207,14 +226,21 @@ class SecureDaemon(Pyro5.server.Daemon):
         host: str | None = None,
         port: int = 0,
         unixsocket: str | None = None,
+        service: str = "the daemon",
         limit_uids: bool = False,
     ) -> None:
         self._secret = None if secret is None else secret.encode()
         self._idle_timeout = idle_timeout
+        self._service = service
         self._limit_uids = limit_uids
         self._connections_by_uid: dict[int, int] = {}
         self._count_lock = threading.Lock()
+        if not isinstance(serializers.serializers_by_id.get(_JSON_ID), json_codec.JsonCodec):
+            # Its loadsCall is the plain-data decoder every request must go through.
+            json_codec.install()
         super().__init__(host=host, port=port, unixsocket=unixsocket)
+        # Called by Pyro5 with each exception a remote method raises, oneway calls included.
+        self.methodcall_error_handler = _method_failed
 
     def _handshake(self, conn: SocketConnection, denied_reason: str | None = None) -> bool:
         # Pyro5's own hook for the handshake (it has no public one that runs before the handshake
@@ -230,7 +256,9 @@ class SecureDaemon(Pyro5.server.Daemon):
             return False
         accepted = False
         try:
-            accepted = super()._handshake(conn, denied_reason)
+            # The handshake data is request content too: plain data only, no class hooks.
+            with json_codec.decoding_requests():
+                accepted = super()._handshake(conn, denied_reason)
             return accepted
         finally:
             if not accepted:  # Pyro5 calls clientDisconnect only for accepted connections
@@ -283,6 +311,18 @@ class SecureDaemon(Pyro5.server.Daemon):
                 self._sendExceptionResponse(conn, refused.seq, answer_with,
                                             Pyro5.errors.SerializeError(str(refused)), None)
 
+    def _sendExceptionResponse(self, connection: SocketConnection, seq: int, serializer_id: int,
+                               exc_value: BaseException, tbinfo: Any, flags: int = 0,
+                               annotations: Any = None) -> None:
+        # Every error reply of Pyro5 goes through here: keep refusals, hide internal errors.
+        if not _expected(exc_value):
+            ref = getattr(exc_value, "_cobaltlite_ref", None) or _log_internal_error(
+                self, exc_value, method=None)
+            exc_value = RuntimeError(INTERNAL_ERROR.format(service=self._service, ref=ref))
+            tbinfo = None
+        super()._sendExceptionResponse(connection, seq, serializer_id, exc_value, tbinfo,
+                                       flags, annotations)
+
     def validateHandshake(self, conn: SocketConnection, data: Any) -> str:
         if self._secret is not None:
             offered = data.encode() if isinstance(data, str) else b""
@@ -300,6 +340,36 @@ class SecureDaemon(Pyro5.server.Daemon):
         return "ok"
 
 
+def _expected(exc: BaseException) -> bool:
+    if isinstance(exc, _EXPECTED):
+        return True
+    if isinstance(exc, (TypeError, AttributeError)):
+        # Raised by Pyro5 itself (wrong arguments, unknown method): the innermost frame is its own.
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        return tb is not None and tb.tb_frame.f_code.co_filename == _PYRO_SERVER_FILE
+    return False
+
+
+def _log_internal_error(daemon: Any, exc: BaseException, method: str | None) -> str:
+    import structlog  # as in validateHandshake: only a daemon that fails needs it
+
+    ref = secrets.token_hex(4)
+    with contextlib.suppress(AttributeError):  # an exception class with __slots__
+        exc._cobaltlite_ref = ref  # type: ignore[attr-defined]
+    structlog.get_logger(__name__).error(
+        "rpc.internal_error", daemon=getattr(daemon, "locationStr", None), method=method,
+        ref=ref, error=f"{type(exc).__module__}.{type(exc).__qualname__}", exc_info=exc)
+    return ref
+
+
+def _method_failed(daemon: Any, client_sock: Any, method: Any, vargs: Any, kwargs: Any,
+                   exc: BaseException) -> None:
+    if not _expected(exc):
+        _log_internal_error(daemon, exc, method=getattr(method, "__name__", str(method)))
+
+
 def serve(
     obj: object,
     *,
@@ -311,6 +381,7 @@ def serve(
     secret: str | None,
     peer_credentials: bool = False,
     idle_timeout: float | None = None,
+    service: str | None = None,
 ) -> tuple[SecureDaemon, Pyro5.api.URI]:
     """Create a daemon serving `obj` as `object_id`; return it and the URI clients connect to.
 
@@ -323,6 +394,9 @@ def serve(
     with `peer_credentials=True`, which marks a user-command daemon whose callers are identified
     by the kernel (see caller_credentials) and therefore needs a Unix socket.
 
+    `service` names the daemon in the message users get for an internal error ("the queue
+    manager"); by default "the <object_id> daemon".
+
     The daemon does not serve until its request loop runs (serve_in_thread, or requestLoop).
     """
     if peer_credentials and unix_socket is None:
@@ -334,14 +408,16 @@ def serve(
         )
     if secret is not None and len(secret) < MIN_SECRET_CHARS:
         raise ValueError(f"the secret must have at least {MIN_SECRET_CHARS} characters")
+    service = service or f"the {object_id} daemon"
     if unix_socket is None:
         _require_loopback(host)
-        daemon = SecureDaemon(secret=secret, idle_timeout=idle_timeout, host=host, port=port)
+        daemon = SecureDaemon(secret=secret, idle_timeout=idle_timeout, host=host, port=port,
+                              service=service)
     else:
         unix_socket = Path(unix_socket)
         _remove_stale_socket(unix_socket)
         daemon = SecureDaemon(secret=secret, idle_timeout=idle_timeout, unixsocket=str(unix_socket),
-                              limit_uids=peer_credentials)
+                              service=service, limit_uids=peer_credentials)
     try:
         if unix_socket is not None:
             # bind() applied the umask; set the mode the caller asked for.
