@@ -160,7 +160,9 @@ def make_private(database: str) -> None:
         os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE))
     for suffix in SQLITE_COMPANIONS:
         path = database + suffix
-        with contextlib.suppress(FileNotFoundError):
+        # PermissionError: another account's file, which a reader cannot change (its owner's
+        # queue manager does).
+        with contextlib.suppress(FileNotFoundError, PermissionError):
             if os.stat(path).st_mode & 0o077:
                 os.chmod(path, SQLITE_FILE_MODE)
 
