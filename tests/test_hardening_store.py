@@ -263,6 +263,9 @@ def test_every_limit_is_refused_with_its_field_and_limit(instance: Instance,
                 failures.append(f"{case}: {type(exc).__name__}: {str(exc)[:300]}")
             else:
                 failures.append(f"{case}: accepted")
+        for key in ("command", "cwd"):  # required fields of the wrong type, before any limit
+            message = _refused(api, _spec(instance, **{key: 5}))
+            assert key in message and "absolute path" in message, message
         # At the limit is accepted, and the daemon still serves.
         at_limit = _spec(instance, jobname="j" * lim.MAX_JOBNAME,
                          project="p" * lim.MAX_PROJECT, walltime=lim.MAX_WALLTIME,

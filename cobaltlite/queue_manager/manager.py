@@ -531,7 +531,8 @@ def _check_text_and_sizes(job: Mapping[str, Any]) -> None:
     """Every text of the submission is valid, and every field within its limit
     (cobaltlite.queue_manager.limits), the same on every database."""
     for key, limit in lim.TEXT_LIMITS.items():
-        if len(job[key]) > limit:
+        # command and cwd have no default, so no type yet: the path checks refuse non-text.
+        if isinstance(job[key], str) and len(job[key]) > limit:
             raise _over(key, "characters", len(job[key]), limit)
     args, env = job["args"], job["env"]
     if len(args) > lim.MAX_ARGS:
