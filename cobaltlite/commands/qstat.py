@@ -15,6 +15,7 @@ import argparse
 import gc
 import math
 import os
+import re
 import shlex
 import sys
 import time
@@ -261,13 +262,28 @@ def sort_rows(
                   key=lambda row: [_sort_key(columns[k].value(row, now)) for k in keys])
 
 
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_controls(text: str) -> str:
+    """`text` with control characters (and any lone surrogate) as escapes such as \\x1b: a
+    job's name or environment, written by its owner, must not drive another user's terminal."""
+    return _UNSAFE.sub(_escaped, text) if _UNSAFE.search(text) else text
+
+
 def render(
     rows: Sequence[Row], header: Sequence[str], columns: Mapping[str, Column], now: float,
     vertical: bool = False, missing: str = MISSING,
 ) -> list[str]:
     """The table (or, with `vertical`, the per-row blocks) of `rows` in the given order."""
     resolved = resolve_header(header, columns)
-    cells = list(zip(*(column.texts(rows, now, missing) for column in resolved), strict=True))
+    cells = list(zip(*(map(escape_controls, column.texts(rows, now, missing))
+                       for column in resolved), strict=True))
     return format_vertical(header, cells) if vertical else format_table(header, cells)
 
 

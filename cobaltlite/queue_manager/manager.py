@@ -7,6 +7,7 @@ what a client sends. The clock is injected, so the same logic can run under Qsim
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -20,6 +21,7 @@ from cobaltlite.clock import Clock
 from cobaltlite.policy.budget import BudgetExceeded, run_with_budget
 from cobaltlite.policy.registry import PolicyRegistry
 from cobaltlite.policy.utility import PassInputs, PolicyError
+from cobaltlite.queue_manager import limits as lim
 from cobaltlite.queue_manager import states
 from cobaltlite.queue_manager.store import JobStore
 from cobaltlite.timefmt import format_hms
@@ -166,9 +168,16 @@ class QueueManager:
             raise SubmissionError(f"unknown submission fields: {', '.join(sorted(unknown))}")
         job = {**DEFAULTS, **spec}
         _check_field_types(job)
+        for key, suffix in (("outputpath", "output"), ("errorpath", "error"),
+                            ("cobaltlog", "cobaltlog")):
+            if not job[key] and isinstance(job["cwd"], str):
+                job[key] = f"{job['cwd'].rstrip('/')}/$jobid.{suffix}"  # Cobalt's defaults
+        _check_text_and_sizes(job)
         nodes, walltime = job["nodes"], job["walltime"]
         if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes <= 0:
             raise SubmissionError(f"node count {nodes!r} must be a positive whole number")
+        if nodes > lim.MAX_NODES:
+            raise SubmissionError(f"node count {nodes} is over the limit of {lim.MAX_NODES}")
         limits = self.limits()
         if nodes > limits["max_job_nodes"]:
             raise SubmissionError(
@@ -176,6 +185,10 @@ class QueueManager:
                 f"(at most {limits['max_job_nodes']} nodes)")
         if not isinstance(walltime, int) or isinstance(walltime, bool) or walltime <= 0:
             raise SubmissionError(f"wall time {walltime!r} must be a positive number of seconds")
+        if walltime > lim.MAX_WALLTIME:
+            raise SubmissionError(
+                f"wall time {walltime} seconds is over the limit of {lim.MAX_WALLTIME_MINUTES} "
+                f"minutes ({lim.MAX_WALLTIME} seconds, one year)")
         queue = self.store.queue(job["queue"])
         if queue is None:
             names = ", ".join(q["name"] for q in self.store.queues())
@@ -183,16 +196,13 @@ class QueueManager:
         if queue["state"] not in ACCEPTING_QUEUE_STATES:
             raise SubmissionError(f"the {job['queue']!r} queue is {queue['state']}")
         _check_restrictions(queue, caller.user, walltime)
-        for key, suffix in (("outputpath", "output"), ("errorpath", "error"),
-                            ("cobaltlog", "cobaltlog")):
-            if not job[key] and isinstance(job["cwd"], str):
-                job[key] = f"{job['cwd'].rstrip('/')}/$jobid.{suffix}"  # Cobalt's defaults
         for key in ("command", "cwd", "outputpath", "errorpath", "cobaltlog"):
             if not isinstance(job[key], str) or not job[key].startswith("/"):
                 raise SubmissionError(f"{key} {job[key]!r} must be an absolute path")
         for dep in job["dependencies"]:
-            if not isinstance(dep, int):
-                raise SubmissionError(f"dependency {dep!r} is not a job id")
+            if not isinstance(dep, int) or isinstance(dep, bool) or not 0 < dep <= lim.MAX_JOBID:
+                raise SubmissionError(f"dependency {dep!r} is not a job id "
+                                      f"(a whole number from 1 to {lim.MAX_JOBID})")
         user_list = sorted({caller.user, *job["user_list"]})
         now = self.clock.now()
         with self._lock:
@@ -474,6 +484,93 @@ def _check_field_types(job: Mapping[str, Any]) -> None:
             raise SubmissionError(f"{key} {job[key]!r} must be a list of text")
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in job["env"].items()):
         raise SubmissionError("env must map variable names to text values")
+
+
+def _check_text(field: str, value: str) -> None:
+    """Text must be storable and readable anywhere: refuse NUL and lone surrogates."""
+    if "\0" in value:
+        raise SubmissionError(f"{field} contains a NUL character, which cannot be stored")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SubmissionError(
+            f"{field} contains {value[exc.start]!r} at position {exc.start}, a lone surrogate "
+            "that is not valid Unicode text") from None
+
+
+def _check_all_text(field: str, value: Any) -> None:
+    if isinstance(value, str):
+        _check_text(field, value)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str):
+                _check_text(f"a {field} name", key)
+            _check_all_text(f"{field}[{key!r}]" if _printable_key(key) else field, item)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_all_text(f"{field}[{i}]", item)
+
+
+def _printable_key(key: Any) -> bool:
+    return isinstance(key, str) and key.isprintable() and len(key) <= 64 and _encodes(key)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _over(field: str, what: str, size: int, limit: int) -> SubmissionError:
+    return SubmissionError(f"{field} has {size} {what}, over the limit of {limit} {what}")
+
+
+def _check_text_and_sizes(job: Mapping[str, Any]) -> None:
+    """Every text of the submission is valid, and every field within its limit
+    (cobaltlite.queue_manager.limits), the same on every database."""
+    for key, limit in lim.TEXT_LIMITS.items():
+        # command and cwd have no default, so no type yet: the path checks refuse non-text.
+        if isinstance(job[key], str) and len(job[key]) > limit:
+            raise _over(key, "characters", len(job[key]), limit)
+    args, env = job["args"], job["env"]
+    if len(args) > lim.MAX_ARGS:
+        raise _over("args", "arguments", len(args), lim.MAX_ARGS)
+    for i, arg in enumerate(args):
+        if len(arg) > lim.MAX_ARG:
+            raise _over(f"args[{i}]", "characters", len(arg), lim.MAX_ARG)
+    total = sum(map(len, args))
+    if total > lim.MAX_ARGS_TOTAL:
+        raise _over("args", "characters in all", total, lim.MAX_ARGS_TOTAL)
+    if len(env) > lim.MAX_ENV_VARS:
+        raise _over("env", "variables", len(env), lim.MAX_ENV_VARS)
+    for name, value in env.items():
+        if len(name) > lim.MAX_ENV_NAME:
+            raise _over("an env variable's name", "characters", len(name), lim.MAX_ENV_NAME)
+        if len(value) > lim.MAX_ENV_VALUE:
+            shown = name if _printable_key(name) else "an env variable"
+            raise _over(f"env {shown}", "characters", len(value), lim.MAX_ENV_VALUE)
+    total = sum(len(k) + len(v) for k, v in env.items())
+    if total > lim.MAX_ENV_TOTAL:
+        raise _over("env", "characters in all", total, lim.MAX_ENV_TOTAL)
+    if len(job["dependencies"]) > lim.MAX_DEPENDENCIES:
+        raise _over("dependencies", "job ids", len(job["dependencies"]), lim.MAX_DEPENDENCIES)
+    if len(job["user_list"]) > lim.MAX_USER_LIST:
+        raise _over("user_list", "names", len(job["user_list"]), lim.MAX_USER_LIST)
+    for name in job["user_list"]:
+        if len(name) > lim.MAX_USER_NAME:
+            raise _over("a user_list name", "characters", len(name), lim.MAX_USER_NAME)
+    if job["procs"] > lim.MAX_PROCS:
+        raise SubmissionError(f"procs {job['procs']} is over the limit of {lim.MAX_PROCS}")
+    for key in (*lim.TEXT_LIMITS, "args", "env", "user_list", "attrs"):
+        _check_all_text(key, job[key])
+    try:
+        attrs = json.dumps(job["attrs"], allow_nan=False)
+    except (TypeError, ValueError):
+        raise SubmissionError("attrs must hold only text, numbers, lists and mappings") from None
+    if len(attrs) > lim.MAX_ATTRS:
+        raise _over("attrs", "characters as JSON", len(attrs), lim.MAX_ATTRS)
 
 
 def _check_restrictions(queue: Mapping[str, Any], user: str, walltime: int) -> None:

@@ -134,18 +134,59 @@ def _decode_json(text: Any) -> Any:
     return json.loads(text)
 
 
+SQLITE_FILE_MODE = 0o600
+"""The mode of an SQLite database and its -wal and -shm files: they hold every job's
+environment, and any account that can open -shm can hold a lock that stops the queue manager's
+writes. SQLite gives -wal and -shm the database file's mode, so creating that file private is
+what keeps all three private."""
+SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
+
+
+def sqlite_file(url: URL) -> str | None:
+    """The file of an SQLite URL, or None for an in-memory database."""
+    database = url.database
+    if database and asbool(url.query.get("uri", False)):  # an SQLite URI filename: file:PATH
+        database = unquote(urlsplit(database).path)
+    if not database or database == ":memory:" or url.query.get("mode") == "memory":
+        return None
+    return database
+
+
+def make_private(database: str) -> None:
+    """Create the SQLite file `database` with mode 0600 if it is missing, and take group and
+    other access away from it and its companion files (an instance made before this was 0644)."""
+    # FileNotFoundError: the directory is missing, and SQLite will say so.
+    with contextlib.suppress(FileExistsError, FileNotFoundError):
+        os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE))
+    for suffix in SQLITE_COMPANIONS:
+        path = database + suffix
+        # PermissionError: another account's file, which a reader cannot change (its owner's
+        # queue manager does).
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            if os.stat(path).st_mode & 0o077:
+                os.chmod(path, SQLITE_FILE_MODE)
+
+
 def make_engine(url: str) -> Engine:
-    """An engine for `url`; SQLite files get WAL and full durability on every connection."""
+    """An engine for `url`; SQLite files get WAL and full durability on every connection, and
+    are private to the account that runs the store (make_private)."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 30})
+        database = sqlite_file(make_url(url))
+        if database is not None:
+            make_private(database)  # before SQLite creates it with the umask's mode
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            if database is not None:
+                make_private(database)
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=FULL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
+            if database is not None:
+                make_private(database)  # -wal and -shm, made by the journal mode just now
 
         return engine
     return create_engine(url, pool_pre_ping=True)
@@ -208,10 +249,8 @@ class _FileClaim:
 
 
 def _claim_sqlite(url: URL) -> _FileClaim | None:
-    database = url.database
-    if database and asbool(url.query.get("uri", False)):  # an SQLite URI filename: file:PATH
-        database = unquote(urlsplit(database).path)
-    if not database or database == ":memory:" or url.query.get("mode") == "memory":
+    database = sqlite_file(url)
+    if database is None:
         return None
     # Next to the real file, so every spelling of its path (symbolic links, relative paths)
     # meets the same lock. A file of its own rather than the database itself: SQLite holds
