@@ -322,3 +322,23 @@ def ensure_layout(config: Config) -> None:
         where = f" ({exc.filename})" if exc.filename else ""
         raise InputError(f"state directory {config.state_dir}: cannot create it{where}: "
                          f"{exc.strerror or exc}") from None
+
+
+def check_config_secrecy(config: Config) -> None:
+    """Refuse a database password in a cobaltlite.yaml that other accounts can read.
+
+    Users' commands read the file for the instance's paths, so it stays 0644 by default; a
+    password belongs in it only when the file is private."""
+    path = config.config_path
+    if not config.database_url.startswith("postgresql") or not path.exists():
+        return
+    from sqlalchemy.engine import make_url  # only the daemons check; user commands never load it
+
+    if make_url(config.database_url).password is None:
+        return
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise InputError(
+            f"{path}: database: the URL holds a password and the file is readable by other "
+            f"accounts (mode {mode:04o}); chmod 600 {path}, or give the password in the "
+            "server account's ~/.pgpass instead")

@@ -21,7 +21,13 @@ import structlog
 
 from cobaltlite import logs
 from cobaltlite.clock import Clock, WallClock
-from cobaltlite.config import COMPONENTS, Config, ensure_layout, load_config
+from cobaltlite.config import (
+    COMPONENTS,
+    Config,
+    check_config_secrecy,
+    ensure_layout,
+    load_config,
+)
 from cobaltlite.errors import DatabaseInUseError, InputError
 from cobaltlite.rpc.peers import Peer, serve_component
 from cobaltlite.rpc.secret import create_secret
@@ -229,7 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-to-terminal", action="store_true",
                         help="readable key=value lines on stderr instead of the JSON log file")
     args = parser.parse_args(argv)
-    config = load_config(args.state_dir)
+    try:
+        config = load_config(args.state_dir)
+        check_config_secrecy(config)
+    except InputError as exc:
+        print(f"cobaltlite {args.component}: cannot start: {exc}", file=sys.stderr)
+        return 1
     ensure_layout(config)
     if not config.secret_path.exists():
         # Components started together by systemd race to create it; the link is atomic.
@@ -238,8 +249,6 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(args.component, None if args.log_to_terminal else
                    config.log_file(args.component))
     stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     pid_lock = hold_pid_file(config.pid_file(args.component))
     if pid_lock is None:
         print(f"cobaltlite {args.component}: already running in {config.state_dir}",
@@ -252,6 +261,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cobaltlite {args.component}: cannot start: {exc}", file=sys.stderr)
         config.pid_file(args.component).unlink(missing_ok=True)
         return 1
+    # Only now: until its daemons run, SIGTERM keeps its default action, so `cobaltlite down`
+    # stops a component whose start hangs (a database server that never answers, say).
+    # Killing it there is safe: a start writes nothing that a restart does not settle.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
     log.info("component started", pid=os.getpid(), state_dir=str(config.state_dir))
     stop.wait()
     for daemon in daemons:

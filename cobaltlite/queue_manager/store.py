@@ -189,7 +189,17 @@ def make_engine(url: str) -> Engine:
                 make_private(database)  # -wal and -shm, made by the journal mode just now
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, connect_args=server_connect_args(url))
+
+
+CONNECT_TIMEOUT = 10
+"""Seconds to establish a connection to a database server. Without it, a server that accepts the
+connection and then says nothing held the queue manager's start for ever."""
+
+
+def server_connect_args(url: str) -> dict[str, Any]:
+    """Driver arguments for a database server: libpq's connect_timeout for PostgreSQL."""
+    return {"connect_timeout": CONNECT_TIMEOUT} if url.startswith("postgresql") else {}
 
 
 WRITER_LOCK_NAME = "cobaltlite.queue-manager"
@@ -286,8 +296,8 @@ class _PostgresClaim:
     def _take(self) -> Connection:
         # AUTOCOMMIT keeps the session idle rather than "idle in transaction", which
         # idle_in_transaction_session_timeout would end, taking the lock with it.
-        connection = create_engine(self._url, poolclass=NullPool,
-                                   isolation_level="AUTOCOMMIT").connect()
+        connection = create_engine(self._url, poolclass=NullPool, isolation_level="AUTOCOMMIT",
+                                   connect_args=server_connect_args(self._url)).connect()
         try:
             if (connection.dialect.server_version_info or (0,)) >= (14,):
                 # A server-wide idle_session_timeout (PostgreSQL 14+) would end this session.
