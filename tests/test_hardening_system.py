@@ -30,9 +30,13 @@ def _spec(tmp_path: Path, jobid: int, command: str, *args: str) -> dict[str, Any
             "cobaltlog": str(tmp_path / f"{jobid}.cobaltlog"), "walltime": 60, "nodes": 2}
 
 
-def _wait(condition: Any, timeout: float = 20.0) -> None:
+def _poll_until(service: service_module.SystemService, condition: Any,
+                timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
-    while not condition():
+    while True:
+        service.poll()
+        if condition():
+            return
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
 
@@ -54,7 +58,7 @@ def test_a_poll_that_fails_with_an_io_error_is_logged_and_retried(tmp_path: Path
     service.poll()  # must not raise
     service.poll()
     service.launch(3, "0-1", _spec(tmp_path, 3, "/bin/true"))
-    _wait(lambda: (service.poll(), ends)[1] == [3])
+    _poll_until(service, lambda: ends == [3])
 
 
 def test_a_place_is_held_until_the_queue_manager_acknowledges_the_end(tmp_path: Path) -> None:
@@ -70,7 +74,7 @@ def test_a_place_is_held_until_the_queue_manager_acknowledges_the_end(tmp_path: 
     service = service_module.SystemService(load_description("flat:2"), tmp_path, WallClock(),
                                            report)
     service.launch(4, "0-1", _spec(tmp_path, 4, "/bin/true"))
-    _wait(lambda: (service.poll(), reports)[1] != [])
+    _poll_until(service, lambda: reports != [])
     assert service.job_status(4) == "ended"
     with pytest.raises(ValueError):
         service.launch(5, "0-1", _spec(tmp_path, 5, "/bin/true"))
@@ -79,7 +83,7 @@ def test_a_place_is_held_until_the_queue_manager_acknowledges_the_end(tmp_path: 
     service.poll()
     assert service.allocations() == []
     service.launch(5, "0-1", _spec(tmp_path, 5, "/bin/true"))
-    _wait(lambda: (service.poll(), service.allocations())[1] == [])
+    _poll_until(service, lambda: service.allocations() == [])
     assert reports.count(4) >= 2 and reports.count(5) == 1
 
 
@@ -131,3 +135,26 @@ def test_an_output_path_the_user_cannot_write_ends_the_job_with_the_reason(
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
+
+
+def test_a_restarted_system_holds_the_place_of_an_unacknowledged_end(tmp_path: Path) -> None:
+    """A restart used to queue an ended, unacknowledged job's end without holding its place."""
+    acknowledge = False
+    reports: list[int] = []
+
+    def report(jobid: int, *_: Any) -> bool:
+        reports.append(jobid)
+        return acknowledge
+
+    description = load_description("flat:2")
+    first = service_module.SystemService(description, tmp_path, WallClock(), report)
+    first.launch(4, "0-1", _spec(tmp_path, 4, "/bin/true"))
+    _poll_until(first, lambda: reports != [])
+    restarted = service_module.SystemService(description, tmp_path, WallClock(), report)
+    assert restarted.allocations()[0]["jobid"] == 4
+    with pytest.raises(ValueError):
+        restarted.launch(5, "0", _spec(tmp_path, 5, "/bin/true"))
+    acknowledge = True
+    restarted.poll()
+    assert restarted.allocations() == []
+    assert not list((tmp_path / "system").iterdir())

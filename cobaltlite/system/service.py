@@ -237,7 +237,8 @@ class SystemService:
                 # Only now is the place free: until the queue manager knows the job ended, it
                 # shows the job's nodes busy, and no other job may be placed on them.
                 with self._lock:
-                    if self._ended.pop(jobid, None) is not None:
+                    if (self._ended.pop(jobid, None) is not None
+                            and jobid in self.machine.held_by()):
                         self.machine.release(jobid)
                         self._expected_end.pop(jobid, None)
                         self._phase.pop(jobid, None)
@@ -360,6 +361,7 @@ class SystemService:
     def _readopt(self) -> None:
         self._expected_end: dict[int, float] = {}
         self._popen: dict[int, subprocess.Popen[bytes]] = {}
+        ended_at: dict[int, str] = {}  # ended, unacknowledged jobs -> their places
         for path in sorted(self.dir.glob("*.json")):
             try:
                 record = json.loads(path.read_text())
@@ -376,10 +378,8 @@ class SystemService:
             if status is not None:
                 if pidfd is not None:
                     os.close(pidfd)
-                # Held until the end is acknowledged, as in _release.
-                self.machine.allocate(record["location"], jobid, self.clock.now())
-                self._phase[jobid] = CLEANUP
                 self._ended[jobid] = status
+                ended_at[jobid] = record["location"]
                 continue
             self.machine.allocate(record["location"], jobid,
                                   self.clock.now() + record["walltime"])
@@ -395,6 +395,15 @@ class SystemService:
             self._update_phase(jobid)
             log.info("job re-adopted", jobid=jobid, runner=pid, location=record["location"],
                      phase=self._phase[jobid])
+        # An ended job's place is held until its end is acknowledged, as in _release; after
+        # the live jobs, which come first should state left by an older version overlap.
+        for jobid, location in ended_at.items():
+            try:
+                self.machine.allocate(location, jobid, self.clock.now())
+            except MachineError as exc:
+                log.warning("ended job's place not held again", jobid=jobid, error=str(exc))
+                continue
+            self._phase[jobid] = CLEANUP
 
 
 def _open_runner(pid: int, record: Path) -> int | None:
