@@ -4,9 +4,14 @@ the poll loop; a place stays held until the job's end is acknowledged."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -158,3 +163,51 @@ def test_a_restarted_system_holds_the_place_of_an_unacknowledged_end(tmp_path: P
     restarted.poll()
     assert restarted.allocations() == []
     assert not list((tmp_path / "system").iterdir())
+
+
+def test_a_job_deleted_while_the_disk_refuses_its_started_record_never_runs(
+        tmp_path: Path) -> None:
+    """The runner used to die when its started record could not be written (full disk); now it
+    retries, and a qdel meanwhile ends the job before it runs, with a "deleted" status once
+    the disk takes it."""
+    state = tmp_path / "state"
+    state.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(state)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    ran = tmp_path / "ran"
+    spec = {**_spec(tmp_path, 6, "/bin/sh", "-c", f"touch {ran}"),
+            "kill_grace": 2, "cobalt_env": {"COBALT_PARTNAME": "0"},
+            "status_path": str(state / "6.status"), "started_path": str(state / "6.started"),
+            "cleanup_path": str(state / "6.cleanup")}
+    record = tmp_path / "6.json"
+    record.write_text(json.dumps(spec))
+    runner = None
+    try:
+        filler = state / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        for size in (65536, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+        os.close(fd)
+        runner = subprocess.Popen([sys.executable, "-m", "cobaltlite.system.runner",
+                                   str(record)], start_new_session=True)
+        time.sleep(2)
+        assert runner.poll() is None, "the runner died on the full disk"
+        assert not ran.exists(), "the job ran before its started record was written"
+        runner.terminate()  # qdel
+        time.sleep(1.5)
+        assert runner.poll() is None, "the runner gave up its status"
+        filler.unlink()
+        assert runner.wait(timeout=10) == 0
+        status = json.loads((state / "6.status").read_text())
+        assert status["reason"] == "deleted" and status["exit_status"] is None, status
+        assert not ran.exists()
+    finally:
+        if runner is not None and runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait()
+        if subprocess.run(["umount", str(state)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(state)], capture_output=True)

@@ -36,6 +36,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -186,7 +187,18 @@ def run(spec_path: Path) -> int:
         _exec_job(spec, go_read, failed_write)
     os.close(go_read)
     os.close(failed_write)
-    _write_until_done(Path(spec["started_path"]), {"jobid": jobid, "job_pid": pid})
+    if not _write_until_done(Path(spec["started_path"]), {"jobid": jobid, "job_pid": pid},
+                             lambda: kill_requested):
+        # Deleted while the disk would not take the started record: the job process has not
+        # run the job, and exits without running it once its go pipe closes.
+        os.close(go_write)
+        os.close(failed_read)
+        os.waitpid(pid, 0)
+        _log(cobaltlog, f"job {jobid} deleted before it started")
+        _write_until_done(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
+                                                      "reason": "deleted",
+                                                      "end_time": time.time()})
+        return 0
     # A job process that died before its go (BrokenPipeError) ends in the loop below as any.
     with contextlib.suppress(BrokenPipeError):
         os.write(go_write, b"\0")
@@ -305,15 +317,19 @@ def _write_atomic(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
-def _write_until_done(path: Path, data: dict[str, Any]) -> None:
+def _write_until_done(path: Path, data: dict[str, Any],
+                      give_up: Callable[[], bool] = lambda: False) -> bool:
     """Write a record the system must see (started, status), retrying while the state disk is
     full or failing (ENOSPC, EIO): the runner lives on meanwhile, so the system keeps the job's
-    place held, and the end is reported once the disk takes the record."""
+    place held, and the end is reported once the disk takes the record. False if `give_up`
+    said so before the write succeeded."""
     while True:
         try:
             _write_atomic(path, data)
-            return
+            return True
         except OSError:
+            if give_up():
+                return False
             time.sleep(WRITE_RETRY_SECONDS)
 
 
