@@ -23,6 +23,13 @@ once nothing of the job is left: until then it stays a zombie, which keeps its p
 job's process group id, from being given to another process that the runner's signals to the
 group would reach.
 
+A started or status record the state disk will not take (ENOSPC, EIO) is retried every
+second, the runner living on meanwhile so the system keeps the job's place held; a qdel while
+the started record waits ends the job unrun. The `.cleanup` marker is best effort. Why a job
+could not start (e.g. an output file the user cannot open) goes to whichever of its output and
+error files could be opened, to its .cobaltlog, and into the status as `message`, which the
+system logs.
+
 A restarted system daemon re-adopts running jobs by their runner pid and collects their status
 files, which is the reconciliation rule in docs/operator-guide.md.
 """
