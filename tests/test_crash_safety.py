@@ -491,3 +491,119 @@ def test_a_runner_started_just_before_a_system_crash_is_readopted(
                     job_pid = int(line.rsplit("job pid", 1)[1].strip(" )"))
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(job_pid, signal.SIGKILL)
+
+
+def _fill(directory: Path) -> Path:
+    """Fill the file system of `directory` until a write fails with ENOSPC."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for size in (65536, 4096, 1):  # small writes may still fit in the last page
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_full_state_disk_loses_no_end_and_double_books_no_node(tmp_path: Path) -> None:
+    """Issue 8.7: with the state disk full the runner died writing its status, the system
+    reported the job "lost" and freed its nodes, and an OSError in a poll ended the poll thread
+    for good. Here the system's state dir is a 2 MiB tmpfs, filled while a job runs; an I/O
+    error is also injected into the polls meanwhile. The job must stay held (its node refused
+    to another job) until space returns, its end then reported once with its exit status, the
+    node refused until the queue manager acknowledges, and the poll thread alive throughout."""
+    from cobaltlite.clock import WallClock
+    from cobaltlite.machine.catalog import load_description
+    from cobaltlite.system import service as service_module
+
+    state = tmp_path / "state"
+    state.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(state)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    calls: list[tuple[int, int | None, str]] = []
+    acknowledged: list[int] = []
+    queue_manager_up = threading.Event()
+
+    def report(jobid: int, status: int | None, reason: str, end: float) -> bool:
+        calls.append((jobid, status, reason))
+        if queue_manager_up.is_set():
+            acknowledged.append(jobid)
+            return True
+        return False
+
+    stop = threading.Event()
+    eio = threading.Event()
+    service: Any = None
+    try:
+        service = service_module.SystemService(load_description("flat:2"), state, WallClock(),
+                                               report)
+        real_read = service._read_status
+
+        def read_status(jobid: int) -> Any:
+            if eio.is_set():
+                raise OSError(5, "Input/output error")
+            return real_read(jobid)
+
+        service._read_status = read_status
+
+        def poll() -> None:  # as cobaltlite/daemon.py runs it
+            while not stop.wait(0.1):
+                service.poll()
+
+        poller = threading.Thread(target=poll, name="system poll", daemon=True)
+        poller.start()
+        spec = {"jobid": 7, "uid": os.getuid(), "gid": os.getgid(), "user": "root",
+                "command": "/bin/sh", "args": ["-c", "sleep 2; exit 3"], "cwd": str(tmp_path),
+                "env": {}, "umask": 0o022, "outputpath": str(tmp_path / "7.output"),
+                "errorpath": str(tmp_path / "7.error"),
+                "cobaltlog": str(tmp_path / "7.cobaltlog"), "walltime": 60, "nodes": 1}
+        service.launch(7, "0", spec)
+        deadline = time.monotonic() + 20
+        while not (state / "system" / "7.started").exists():
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.05)
+        filler = _fill(state)
+        eio.set()
+        time.sleep(4)  # the job ends meanwhile; its runner cannot write the status
+        assert "ended: exited, exit status 3" in (tmp_path / "7.cobaltlog").read_text()
+        assert poller.is_alive(), "an I/O error in a poll ended the poll thread"
+        assert service.job_status(7) == "running", calls
+        assert calls == [], "an end was reported while its status could not be written"
+        with pytest.raises(ValueError):
+            service.launch(8, "0", {**spec, "jobid": 8})
+        eio.clear()
+        filler.unlink()  # space returns; the queue manager is still down
+        deadline = time.monotonic() + 20
+        while not calls:
+            assert time.monotonic() < deadline, "the end was never reported"
+            time.sleep(0.05)
+        assert calls[0] == (7, 3, "exited"), calls
+        with pytest.raises(ValueError):  # not yet acknowledged: the node stays held
+            service.launch(8, "0", {**spec, "jobid": 8})
+        queue_manager_up.set()
+        deadline = time.monotonic() + 20
+        while service.allocations():
+            assert time.monotonic() < deadline, "the node was never freed"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert acknowledged == [7], acknowledged
+        assert set(calls) == {(7, 3, "exited")}, calls
+        assert poller.is_alive()
+        assert service.launch(8, "0", {**spec, "jobid": 8, "args": ["-c", "exit 0"]}) == 1
+        deadline = time.monotonic() + 20
+        while acknowledged != [7, 8]:
+            assert time.monotonic() < deadline, f"job 8 never ended: {acknowledged}"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        if service is not None:
+            for jobid, pid in list(service._runners.items()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                service._popen[jobid].wait()
+        if subprocess.run(["umount", str(state)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(state)], capture_output=True)

@@ -86,6 +86,12 @@ def states(rows: list[dict[str, Any]]) -> dict[str, str]:
     return {row["name"]: row["state"] for row in rows}
 
 
+def settled(service: SystemService) -> dict[str, str]:
+    """The block states after a poll: a place is freed only once its end is acknowledged."""
+    service.poll()
+    return states(service.partitions())
+
+
 def phases(samples: list[dict[str, tuple[str, int | None]]], block: str) -> list[tuple[str, Any]]:
     """The successive distinct (state, jobid) of one block over the samples."""
     seen: list[tuple[str, Any]] = []
@@ -368,7 +374,7 @@ def test_a_block_is_allocated_until_the_runner_reports_the_job_started(
     assert service.kill(1)
     until(lambda: states(service.partitions())["ANL-R00-1024"] == "cleanup", 20, "cleanup")
     assert states(service.partitions())["ANL-R01-1024"] == "blocked-wiring (ANL-R00-1024)"
-    until(lambda: set(states(service.partitions()).values()) == {"idle"}, KILL_GRACE + 20,
+    until(lambda: set(settled(service).values()) == {"idle"}, KILL_GRACE + 20,
           "every block idle")
     service.poll()
     assert ends == [(1, -signal.SIGTERM, "deleted")]
@@ -392,7 +398,7 @@ def test_a_restarted_system_shows_each_readopted_block_in_its_phase(
     assert shown["ANL-R01-M1-512"] == "cleanup"
     assert shown["ANL-R01-1024"] == "blocked (ANL-R01-M1-512)"
     leftover = read_pid(tmp_path / "left.pid")
-    until(lambda: states(restarted.partitions())["ANL-R01-M1-512"] == "idle", KILL_GRACE + 20,
+    until(lambda: settled(restarted)["ANL-R01-M1-512"] == "idle", KILL_GRACE + 20,
           "job 2's block freed")
     assert not exists(leftover)
     restarted.poll()
@@ -445,7 +451,7 @@ def test_a_restarted_system_signals_its_readopted_runners_and_never_a_stranger_w
         restarted = new_service(services, tmp_path, ends)
         assert not restarted.kill(2), "job 2 has no runner any more: there is nothing to kill"
         assert restarted.kill(1)  # qdel of the re-adopted job reaches its runner
-        until(lambda: states(restarted.partitions())["ANL-R00-1024"] == "idle",
+        until(lambda: settled(restarted)["ANL-R00-1024"] == "idle",
               KILL_GRACE + 20, "job 1's block freed")
         restarted.poll()
         assert sorted(ends) == [(1, -signal.SIGTERM, "deleted"), (2, None, "lost")]

@@ -23,6 +23,13 @@ once nothing of the job is left: until then it stays a zombie, which keeps its p
 job's process group id, from being given to another process that the runner's signals to the
 group would reach.
 
+A started or status record the state disk will not take (ENOSPC, EIO) is retried every
+second, the runner living on meanwhile so the system keeps the job's place held; a qdel while
+the started record waits ends the job unrun. The `.cleanup` marker is best effort. Why a job
+could not start (e.g. an output file the user cannot open) goes to whichever of its output and
+error files could be opened, to its .cobaltlog, and into the status as `message`, which the
+system logs.
+
 A restarted system daemon re-adopts running jobs by their runner pid and collects their status
 files, which is the reconciliation rule in docs/operator-guide.md.
 """
@@ -36,6 +43,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +92,31 @@ def _log(fd: int | None, message: str) -> None:
             os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n".encode())
 
 
-def _exec_job(spec: dict[str, Any], go: int) -> None:
+def _read_start_failure(fd: int) -> str:
+    """What the job process wrote on its failure pipe before it gave up ("" if it exec'd)."""
+    try:
+        data = b""
+        while chunk := os.read(fd, 4096):
+            data += chunk
+        return data.decode(errors="replace").strip()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+def _open_output(path: str, what: str) -> tuple[int | None, str]:
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666), ""
+    except OSError as exc:
+        return None, f"cannot open {what} file {path}: {exc.strerror}"
+
+
+def _exec_job(spec: dict[str, Any], go: int, failed: int) -> None:
     """In the forked child: wait for the runner's go on pipe `go`, become the user, open the
-    output files as the user, exec."""
+    output files as the user, exec. Why the job could not start goes to pipe `failed`, for the
+    runner to put in the .cobaltlog and the status (the system logs it), and to whichever of
+    the output and error files could be opened."""
     try:
         # The runner's kill handler must not survive into the job before exec replaces it, and
         # the job gets the dispositions any shell gives it: Python ignores SIGPIPE and SIGXFSZ,
@@ -108,8 +138,15 @@ def _exec_job(spec: dict[str, Any], go: int) -> None:
             os.setuid(spec["uid"])
         os.umask(spec["umask"])
         os.chdir(spec["cwd"])
-        out = os.open(spec["outputpath"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-        err = os.open(spec["errorpath"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+        out, out_problem = _open_output(spec["outputpath"], "output")
+        err, err_problem = _open_output(spec["errorpath"], "error")
+        if out is None or err is None:
+            message = "; ".join(p for p in (out_problem, err_problem) if p)
+            for fd in (err, out):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.write(fd, f"cobaltlite: cannot start job: {message}\n".encode())
+            raise OSError(message)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.dup2(out, 1)
@@ -117,8 +154,10 @@ def _exec_job(spec: dict[str, Any], go: int) -> None:
         env = dict(spec["env"])
         env.update(spec["cobalt_env"])
         os.execvpe(spec["command"], [spec["command"], *spec["args"]], env)
-    except BaseException as exc:  # anything before exec: report it on stderr and fail
+    except BaseException as exc:  # anything before exec: report it and fail
         try:
+            with contextlib.suppress(OSError):
+                os.write(failed, f"cannot start job: {exc}\n".encode())
             os.write(2, f"cobaltlite: cannot start job: {exc}\n".encode())
         finally:
             os._exit(127)
@@ -141,16 +180,32 @@ def run(spec_path: Path) -> int:
     cobaltlog = _open_cobaltlog(spec)
     if kill_requested:  # deleted while the runner was starting: the job never runs
         _log(cobaltlog, f"job {jobid} deleted before it started")
-        _write_atomic(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
-                                                  "reason": "deleted", "end_time": time.time()})
+        _write_until_done(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
+                                                      "reason": "deleted",
+                                                      "end_time": time.time()})
         return 0
     go_read, go_write = os.pipe()
+    # Close-on-exec: the job process writes why it could not start; a successful exec closes it.
+    failed_read, failed_write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(go_write)  # or the child would never see the end of file of a dead runner
-        _exec_job(spec, go_read)
+        os.close(failed_read)
+        _exec_job(spec, go_read, failed_write)
     os.close(go_read)
-    _write_atomic(Path(spec["started_path"]), {"jobid": jobid, "job_pid": pid})
+    os.close(failed_write)
+    if not _write_until_done(Path(spec["started_path"]), {"jobid": jobid, "job_pid": pid},
+                             lambda: kill_requested):
+        # Deleted while the disk would not take the started record: the job process has not
+        # run the job, and exits without running it once its go pipe closes.
+        os.close(go_write)
+        os.close(failed_read)
+        os.waitpid(pid, 0)
+        _log(cobaltlog, f"job {jobid} deleted before it started")
+        _write_until_done(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
+                                                      "reason": "deleted",
+                                                      "end_time": time.time()})
+        return 0
     # A job process that died before its go (BrokenPipeError) ends in the loop below as any.
     with contextlib.suppress(BrokenPipeError):
         os.write(go_write, b"\0")
@@ -176,7 +231,9 @@ def run(spec_path: Path) -> int:
         if main_ended and not left:
             break
         if kill_at is None:
-            _write_atomic(Path(spec["cleanup_path"]), {"jobid": jobid, "reason": reason})
+            # Shown as the block's phase only: a full disk must not hold up the kill.
+            with contextlib.suppress(OSError):
+                _write_atomic(Path(spec["cleanup_path"]), {"jobid": jobid, "reason": reason})
             _log(cobaltlog, f"job {jobid} cleaning up ({reason}): signalling "
                             f"{len(left)} process(es) of the job")
             _signal_job(pid, children, signal.SIGTERM)
@@ -188,9 +245,14 @@ def run(spec_path: Path) -> int:
     # Nothing of the job is left to signal: only now may the job's pid and group id go free.
     _, status = os.waitpid(pid, 0)
     exit_status = os.waitstatus_to_exitcode(status)
+    status_record: dict[str, Any] = {"jobid": jobid, "exit_status": exit_status,
+                                     "reason": reason, "end_time": time.time()}
+    message = _read_start_failure(failed_read)
+    if message:
+        _log(cobaltlog, f"job {jobid}: {message}")
+        status_record["message"] = message
     _log(cobaltlog, f"job {jobid} ended: {reason}, exit status {exit_status}")
-    _write_atomic(Path(spec["status_path"]), {"jobid": jobid, "exit_status": exit_status,
-                                              "reason": reason, "end_time": time.time()})
+    _write_until_done(Path(spec["status_path"]), status_record)
     return 0
 
 
@@ -248,10 +310,34 @@ def _signal_job(job_pid: int, children: list[int], signum: int) -> None:
             os.kill(pid, signum)
 
 
+WRITE_RETRY_SECONDS = 1.0
+
+
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):  # a half-written copy holds space for nothing
+            tmp.unlink()
+        raise
+
+
+def _write_until_done(path: Path, data: dict[str, Any],
+                      give_up: Callable[[], bool] = lambda: False) -> bool:
+    """Write a record the system must see (started, status), retrying while the state disk is
+    full or failing (ENOSPC, EIO): the runner lives on meanwhile, so the system keeps the job's
+    place held, and the end is reported once the disk takes the record. False if `give_up`
+    said so before the write succeeded."""
+    while True:
+        try:
+            _write_atomic(path, data)
+            return True
+        except OSError:
+            if give_up():
+                return False
+            time.sleep(WRITE_RETRY_SECONDS)
 
 
 if __name__ == "__main__":

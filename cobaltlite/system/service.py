@@ -24,7 +24,11 @@ A held place goes through three phases, which partitions() shows in place of the
   and the service kills what is left of the job in its place.
 
 The place is released only when the status file exists, which the runner writes after the last
-process of the job is gone: nothing of one job ever runs beside the next job on the same nodes.
+process of the job is gone, and the queue manager has acknowledged the job's end (until then the
+place shows `cleanup`): nothing of one job ever runs beside the next job on the same nodes, and
+the system never hands out nodes the queue manager still shows busy. A runner that cannot write
+a file (a full state disk) retries until it can, so its place stays held meanwhile; a failed
+poll (ENOSPC, EIO) is logged and retried at the next.
 When the runner is gone without a status but its `.started` marker names the job's pid, which is
 the job's process group (the job called setsid), the service does the runner's cleanup itself:
 SIGTERM to every live member of that group it can tie to the job, then from `kill_grace` seconds
@@ -117,7 +121,10 @@ class SystemService:
     def partitions(self) -> list[dict[str, Any]]:
         """The machine's block states, each held place shown in its job's phase."""
         with self._lock:
-            self._collect()
+            try:
+                self._collect()
+            except Exception as exc:  # a failing disk: show the phases as last known
+                log.error("collect failed", error=repr(exc))
             rows: list[dict[str, Any]] = self.machine.block_states()
             for row in rows:
                 if row["state"] == "busy":
@@ -206,7 +213,16 @@ class SystemService:
     # ---- the poll loop ----------------------------------------------------------------
 
     def poll(self) -> None:
-        """Collect finished runners and report their ends; retried until acknowledged."""
+        """Collect finished runners and report their ends; retried until acknowledged.
+
+        Never raises: an error of one poll (a full or failing state disk: ENOSPC, EIO) is
+        logged and the next poll tries again, so the poll thread never stops."""
+        try:
+            self._poll()
+        except Exception as exc:
+            log.error("poll failed, retried at the next poll", error=repr(exc))
+
+    def _poll(self) -> None:
         with self._lock:
             self._collect()
             pending = list(self._ended.items())
@@ -218,10 +234,17 @@ class SystemService:
                 log.warning("end report failed", jobid=jobid, error=str(exc))
                 return
             if acknowledged:
+                # Only now is the place free: until the queue manager knows the job ended, it
+                # shows the job's nodes busy, and no other job may be placed on them.
                 with self._lock:
-                    self._ended.pop(jobid, None)
+                    if (self._ended.pop(jobid, None) is not None
+                            and jobid in self.machine.held_by()):
+                        self.machine.release(jobid)
+                        self._expected_end.pop(jobid, None)
+                        self._phase.pop(jobid, None)
                 for suffix in _JOB_FILES:
-                    (self.dir / f"{jobid}{suffix}").unlink(missing_ok=True)
+                    with contextlib.suppress(OSError):  # a failing disk: a restart retries
+                        (self.dir / f"{jobid}{suffix}").unlink(missing_ok=True)
 
     def _collect(self) -> None:
         """Bring every held job's phase up to date from its runner's markers, release the
@@ -292,12 +315,13 @@ class SystemService:
     def _release(self, jobid: int, status: dict[str, Any]) -> None:
         self._forget_runner(jobid)
         self._leftovers.pop(jobid, None)
-        self._phase.pop(jobid, None)
-        self.machine.release(jobid)
-        self._expected_end.pop(jobid, None)
+        # The place stays held (shown in cleanup) until poll() has the end acknowledged.
+        self._phase[jobid] = CLEANUP
         self._ended[jobid] = status
         log.info("job finished", jobid=jobid, reason=status["reason"],
                  exit_status=status["exit_status"])
+        if status.get("message"):
+            log.warning("job failed to start", jobid=jobid, message=status["message"])
 
     def _runner_alive(self, jobid: int) -> bool:
         popen = self._popen.get(jobid)
@@ -337,6 +361,7 @@ class SystemService:
     def _readopt(self) -> None:
         self._expected_end: dict[int, float] = {}
         self._popen: dict[int, subprocess.Popen[bytes]] = {}
+        ended_at: dict[int, str] = {}  # ended, unacknowledged jobs -> their places
         for path in sorted(self.dir.glob("*.json")):
             try:
                 record = json.loads(path.read_text())
@@ -354,6 +379,7 @@ class SystemService:
                 if pidfd is not None:
                     os.close(pidfd)
                 self._ended[jobid] = status
+                ended_at[jobid] = record["location"]
                 continue
             self.machine.allocate(record["location"], jobid,
                                   self.clock.now() + record["walltime"])
@@ -369,6 +395,15 @@ class SystemService:
             self._update_phase(jobid)
             log.info("job re-adopted", jobid=jobid, runner=pid, location=record["location"],
                      phase=self._phase[jobid])
+        # An ended job's place is held until its end is acknowledged, as in _release; after
+        # the live jobs, which come first should state left by an older version overlap.
+        for jobid, location in ended_at.items():
+            try:
+                self.machine.allocate(location, jobid, self.clock.now())
+            except MachineError as exc:
+                log.warning("ended job's place not held again", jobid=jobid, error=str(exc))
+                continue
+            self._phase[jobid] = CLEANUP
 
 
 def _open_runner(pid: int, record: Path) -> int | None:
