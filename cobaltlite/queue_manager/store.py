@@ -297,7 +297,7 @@ class _PostgresClaim:
         # AUTOCOMMIT keeps the session idle rather than "idle in transaction", which
         # idle_in_transaction_session_timeout would end, taking the lock with it.
         connection = create_engine(self._url, poolclass=NullPool, isolation_level="AUTOCOMMIT",
-                                   connect_args=server_connect_args(self._url)).connect()
+                                   connect_args=server_connect_args(str(self._url))).connect()
         try:
             if (connection.dialect.server_version_info or (0,)) >= (14,):
                 # A server-wide idle_session_timeout (PostgreSQL 14+) would end this session.
