@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import os
 import signal
@@ -113,7 +114,7 @@ def _start_failure(config: Config, component: str) -> str | None:
     return next((line for line in reversed(lines) if line.startswith(marker)), None)
 
 
-def down(config: Config, console: Console) -> int:
+def down(config: Config, console: Console, kill_jobs: bool = False) -> int:
     failed = False
     for component in reversed(START_ORDER):
         pid = _pid(config, component)
@@ -130,7 +131,38 @@ def down(config: Config, console: Console) -> int:
             failed = True
         else:
             console.print(f"{component}: stopped")
-    return 1 if failed else 0
+    return 1 if failed or not _jobs_left(config, console, kill_jobs) else 0
+
+
+def _jobs_left(config: Config, console: Console, kill_jobs: bool) -> bool:
+    """Say which jobs go on without the daemons, or end them; False if some would not end."""
+    from cobaltlite.system.service import running_jobs  # only `down` needs /proc scans
+
+    jobs = running_jobs(config.state_dir)
+    if not jobs:
+        return True
+    listed = ", ".join(map(str, sorted(jobs)))
+    if not kill_jobs:
+        console.print(f"{len(jobs)} job(s) still running: {listed}. They go on without the "
+                      "daemons and the next `cobaltlite up` collects them; `cobaltlite down "
+                      "--kill-jobs` ends them.", markup=False, highlight=False)
+        return True
+    for pid in jobs.values():
+        # The runner ends its job as qdel does: SIGTERM, then SIGKILL after kill_grace.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    wait = config.kill_grace + STOP_TIMEOUT
+    deadline = time.monotonic() + wait
+    while running_jobs(config.state_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = running_jobs(config.state_dir)
+    if left:
+        console.print(f"[red]job(s) still running after {wait:.0f} s: "
+                      f"{', '.join(map(str, sorted(left)))}[/red]")
+        return False
+    console.print(f"ended {len(jobs)} job(s): {listed}; the next `cobaltlite up` records "
+                  "their ends", markup=False, highlight=False)
+    return True
 
 
 def status(config: Config, console: Console) -> int:
@@ -187,7 +219,9 @@ DOWN_DESCRIPTION = (
     "Stop every running component of the instance (SIGTERM, then wait up to "
     f"{STOP_TIMEOUT:.0f} s each), in the reverse order of `up`. The daemons are found through "
     "their pid files in STATE_DIR/run/, so `down` works even when cobaltlite.yaml is broken. "
-    "Jobs already running are not killed by stopping the daemons.")
+    "Jobs already running go on without the daemons: `down` lists them, and the next `up` "
+    "collects them; with --kill-jobs it ends them first (SIGTERM, then SIGKILL after "
+    "kill_grace), as qdel would.")
 STATUS_DESCRIPTION = "Show which components run and answer at their addresses; exit 1 if any " \
     "does not."
 
@@ -210,8 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="up|down|status")
     sub.add_parser("up", parents=[common], description=UP_DESCRIPTION,
                    help=f"start every component ({', '.join(COMPONENTS)}) in the background")
-    sub.add_parser("down", parents=[common], description=DOWN_DESCRIPTION,
-                   help="stop every component (SIGTERM, then wait)")
+    down_parser = sub.add_parser("down", parents=[common], description=DOWN_DESCRIPTION,
+                                 help="stop every component (SIGTERM, then wait)")
+    down_parser.add_argument("--kill-jobs", action="store_true",
+                             help="also end every job still running")
     sub.add_parser("status", parents=[common], description=STATUS_DESCRIPTION,
                    help="show which components run and answer")
     args = parser.parse_args(argv)
@@ -219,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     err = Console(stderr=True, soft_wrap=True)
     try:
         if args.command == "down":
-            return down_anyway(args.state_dir, console, err)
+            return down_anyway(args.state_dir, console, err, args.kill_jobs)
         config = load_config(args.state_dir)
         if args.command == "up":
             try:
@@ -232,7 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def down_anyway(state_dir: Path | None, console: Console, err: Console) -> int:
+def down_anyway(state_dir: Path | None, console: Console, err: Console,
+                kill_jobs: bool = False) -> int:
     """`down`, also when cobaltlite.yaml is broken: the daemons are found by their pid files,
     which depend on the state directory alone, so a bad edit never leaves them running."""
     try:
@@ -241,9 +278,9 @@ def down_anyway(state_dir: Path | None, console: Console, err: Console) -> int:
         err.print(f"cobaltlite: warning: {exc}", markup=False, highlight=False)
         err.print("cobaltlite: the configuration is broken; stopping the daemons found by "
                   "their pid files anyway", markup=False, highlight=False)
-        down(instance_paths(state_dir), console)
+        down(instance_paths(state_dir), console, kill_jobs)
         return 1
-    return down(config, console)
+    return down(config, console, kill_jobs)
 
 
 if __name__ == "__main__":

@@ -255,3 +255,28 @@ def test_a_comparison_piped_to_a_file_keeps_its_width_its_best_marks_and_names_t
     assert any(line.startswith("│ mean wait") and " * │" in line for line in lines), header
     assert 'Tang, Lan, Desai, Buettner, "Fault-Aware, Utility-Based Job Scheduling' in ran.stdout
     assert "Toward balanced and sustainable job scheduling" in ran.stdout
+
+
+# ---- 5. down says which jobs go on, and can end them ----------------------------------------
+
+
+def test_down_lists_running_jobs_and_kill_jobs_ends_them() -> None:
+    live = Instance().start()
+    try:
+        script = live.jobs_dir / "long.sh"
+        script.write_text("#!/bin/sh\nsleep 300\n")
+        script.chmod(0o755)
+        jobid = live.qsub("-n", "1", "-t", "10", str(script))
+        live.wait_for(jobid, {"running"})
+        ran = live.cobaltlite("down")
+        assert ran.returncode == 0, ran.stderr
+        assert f"1 job(s) still running: {jobid}" in ran.stdout
+        assert "--kill-jobs" in ran.stdout
+        ran = live.cobaltlite("down", "--kill-jobs")
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert f"ended 1 job(s): {jobid}" in ran.stdout
+        assert live.cobaltlite("up").returncode == 0
+        ended = live.wait_for(jobid, {"done"})
+        assert ended["exit_status"] != 0
+    finally:
+        live.stop()

@@ -493,6 +493,19 @@ def _signal_job_group(jobid: int, job_pid: int, signum: int) -> int:
     return tied
 
 
+def running_jobs(state_dir: Path) -> dict[int, int]:
+    """Jobs whose runner is alive, as {jobid: runner pid}: what stopping the daemons leaves
+    running (the next start of the system re-adopts them)."""
+    found: dict[int, int] = {}
+    for record in sorted((state_dir / "system").glob("*.json")):
+        if not record.stem.isdigit():
+            continue
+        pid = _find_runner(record)
+        if pid is not None:
+            found[int(record.stem)] = pid
+    return found
+
+
 def _find_runner(record: Path) -> int | None:
     """The pid of a live runner started on `record`, found by its command line."""
     wanted = _runner_cmdline(record)
