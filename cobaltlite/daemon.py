@@ -54,23 +54,29 @@ def _serve_users(path: Path, api: object, object_id: str, service: str):
 
 
 def _watch_utility_file(manager: Any, config: Config, stop: threading.Event) -> None:
-    """Load the utility file at start, then (utility_reload: auto) whenever it changes."""
-    path = Path(config.utility_file)
+    """Load the utility file at start, then (utility_reload: auto) whenever it changes. The file
+    is the registry's: one that `schedctl --reread-policy` found newly configured is watched too."""
     seen: tuple[int, int, int] | None = None
+    watched: Path | None = None
     first = True
     while True:
-        try:
-            info = path.stat()
-            current: tuple[int, int, int] | None = (info.st_mtime_ns, info.st_size, info.st_ino)
-        except OSError:
-            current = None
-        if first or (config.utility_reload == "auto" and current != seen):
+        path = manager.policies.utility_file
+        current: tuple[int, int, int] | None = None
+        if path is not None:
+            try:
+                info = path.stat()
+                current = (info.st_mtime_ns, info.st_size, info.st_ino)
+            except OSError:
+                current = None
+        # A file newly named (by a reread, which loaded it) is not a change of the file.
+        changed = current != seen and path == watched
+        if path is not None and (first or (config.utility_reload == "auto" and changed)):
             try:
                 manager.reload_policies("startup" if first else "file change (auto reload)")
             except Exception as exc:  # refused: logged by the registry; old policies stay
                 log.warning("utility file not activated", error=str(exc))
-            first = False
-        seen = current
+        first = False
+        seen, watched = current, path
         if stop.wait(UTILITY_POLL_INTERVAL):
             return
 
@@ -92,13 +98,16 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
         with contextlib.suppress(Exception):
             scheduler.wake()
 
+    def configured_utility_file() -> Path | None:
+        named = load_config(config.state_dir).utility_file
+        return Path(named) if named else None
+
     registry = PolicyRegistry(Path(config.utility_file) if config.utility_file else None,
-                              config.utility_budget)
+                              config.utility_budget, configured=configured_utility_file)
     manager = QueueManager(store, WallClock(), accounting, Peer(config, "system"), wake,
                            registry)
-    if config.utility_file:
-        threading.Thread(target=_watch_utility_file, args=(manager, config, stop),
-                         name="utility file", daemon=True).start()
+    threading.Thread(target=_watch_utility_file, args=(manager, config, stop),
+                     name="utility file", daemon=True).start()
 
     def reconcile() -> None:
         # At start, then every RECONCILE_INTERVAL: a system that was down catches up, and a

@@ -4,8 +4,10 @@ exit codes, through the real commands as subprocesses."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -280,3 +282,29 @@ def test_down_lists_running_jobs_and_kill_jobs_ends_them() -> None:
         assert ended["exit_status"] != 0
     finally:
         live.stop()
+
+
+# ---- 4. --reread-policy reads utility_file from the configuration as it is now --------------
+
+
+def test_reread_policy_finds_a_utility_file_added_to_a_running_instance(tmp_path: Path) -> None:
+    import yaml
+
+    live = Instance().start()
+    try:
+        policy_dir = Path(tempfile.mkdtemp(prefix="cltest-policy-", dir="/tmp"))
+        policy = policy_dir / "site.py"
+        policy.write_text("def newest_first(queued_time):\n    return -queued_time\n")
+        policy.chmod(0o644)
+        refused = live.command("schedctl", "--reread-policy")
+        assert refused.returncode == 1 and "no utility_file is configured" in refused.stderr
+        config_path = live.state_dir / "cobaltlite.yaml"
+        config = yaml.safe_load(config_path.read_text())
+        config_path.write_text(yaml.safe_dump({**config, "utility_file": str(policy)}))
+        ran = live.command("schedctl", "--reread-policy")
+        assert ran.returncode == 0, ran.stderr
+        assert "activated" in ran.stdout and "newest_first" in ran.stdout
+        assert live.command("cqadm", "--policy", "newest_first", "default").returncode == 0
+    finally:
+        live.stop()
+        shutil.rmtree(policy_dir, ignore_errors=True)

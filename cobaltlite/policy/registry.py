@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import structlog
 
+from cobaltlite.errors import CobaltliteError
 from cobaltlite.policy.loader import DEFAULT_BUDGET, PolicyFile, load_and_validate
 from cobaltlite.policy.utility import (
     BUILTIN_FUNCTIONS,
@@ -29,8 +30,12 @@ log = structlog.get_logger("policies")
 
 
 class PolicyRegistry:
-    def __init__(self, utility_file: Path | None = None, budget: float = DEFAULT_BUDGET) -> None:
+    def __init__(self, utility_file: Path | None = None, budget: float = DEFAULT_BUDGET,
+                 configured: Callable[[], Path | None] | None = None) -> None:
         self.utility_file = utility_file
+        # Reads the utility_file the configuration names now, for an explicit reread: an
+        # operator who adds or changes `utility_file:` in a running instance needs no restart.
+        self._configured = configured
         self.budget = budget
         self._builtins = {name: builtin_policy(name) for name in BUILTIN_FUNCTIONS}
         self._site: PolicyFile | None = None
@@ -54,8 +59,20 @@ class PolicyRegistry:
             site = list(self._site.functions) if self._site else []
         return [*self._builtins, *site]
 
-    def reload(self, jobs: Sequence[Any], inputs: PassInputs, requested_by: str) -> dict[str, Any]:
-        """Check the utility file and activate it; raise PolicyError (previous file stays)."""
+    def reload(self, jobs: Sequence[Any], inputs: PassInputs, requested_by: str,
+               reread_config: bool = False) -> dict[str, Any]:
+        """Check the utility file and activate it; raise PolicyError (previous file stays).
+
+        With `reread_config`, the file is the one the configuration names now."""
+        if reread_config and self._configured is not None:
+            try:
+                configured = self._configured()
+            except CobaltliteError as exc:
+                raise PolicyError(f"{exc}; the previous policies stay active") from None
+            if configured != self.utility_file:
+                log.info("utility file changed in the configuration",
+                         previous=str(self.utility_file), now=str(configured))
+                self.utility_file = configured
         if self.utility_file is None:
             raise PolicyError("no utility_file is configured (cobaltlite.yaml)")
         record: dict[str, Any] = {"time": time.time(), "file": str(self.utility_file),

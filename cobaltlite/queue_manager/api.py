@@ -70,10 +70,11 @@ class UserAPI:
         return caller
 
     def reread_policy(self) -> dict[str, Any]:
-        """Check and activate the utility file now (schedctl --reread-policy)."""
+        """Check and activate the utility file cobaltlite.yaml names now (schedctl
+        --reread-policy)."""
         caller = self._require_admin("schedctl --reread-policy")
         try:
-            return self._qm.reload_policies(caller.user)
+            return self._qm.reload_policies(caller.user, reread_config=True)
         except PolicyError as exc:
             raise ValueError(f"{exc}; the previous policies stay active") from None
 

@@ -364,9 +364,9 @@ class QueueManager:
                 for r in self.store.jobs(states=[states.QUEUED])]
         return jobs, self._inputs(now)
 
-    def reload_policies(self, requested_by: str) -> dict[str, Any]:
+    def reload_policies(self, requested_by: str, reread_config: bool = False) -> dict[str, Any]:
         jobs, inputs = self.queued_sample()
-        return self.policies.reload(jobs, inputs, requested_by)
+        return self.policies.reload(jobs, inputs, requested_by, reread_config)
 
     def set_queue_policy(self, queue: str, policy: str) -> None:
         self.policies.get(policy)  # raises PolicyError naming the known policies
