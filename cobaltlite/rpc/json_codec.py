@@ -50,18 +50,27 @@ def decoding_requests() -> Iterator[None]:
         _requests.active = previous
 
 
-def _has_lone_surrogate(value: Any) -> bool:
+def _lone_surrogate_at(value: Any, where: str) -> str | None:
+    """Where in `value` a string holds a lone surrogate (e.g. "argument 1, 'env', 'BAD'")."""
     if isinstance(value, str):
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            return True
-        return False
+            return where
+        return None
     if isinstance(value, dict):
-        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+        for key, item in value.items():
+            # ascii(): the key itself may hold the surrogate, and the message must encode.
+            found = (_lone_surrogate_at(key, f"{where}, a key") or
+                     _lone_surrogate_at(item, f"{where}, {key!a}"))
+            if found:
+                return found
     if isinstance(value, list):
-        return any(_has_lone_surrogate(v) for v in value)
-    return False
+        for index, item in enumerate(value):
+            found = _lone_surrogate_at(item, f"{where}, item {index}")
+            if found:
+                return found
+    return None
 
 
 def _plain_data(obj: dict[str, Any]) -> dict[str, Any]:
@@ -83,8 +92,11 @@ class JsonCodec(serializers.JsonSerializer):
             raise ValueError("request arguments are nested too deeply") from None
         # A lone surrogate can only arrive as a \\u escape; a reply holding it could not be
         # encoded, and the client would get a serialization failure instead of an answer.
-        if _SURROGATE_ESCAPE.search(self._convertToBytes(data)) and _has_lone_surrogate(call):
-            raise ValueError(REFUSED_SURROGATE)
+        if _SURROGATE_ESCAPE.search(self._convertToBytes(data)):
+            found = (_lone_surrogate_at(call["params"], "argument list") or
+                     _lone_surrogate_at(call["kwargs"], "keyword arguments"))
+            if found:
+                raise ValueError(f"{REFUSED_SURROGATE}: at {found}")
         return call["object"], call["method"], call["params"], call["kwargs"]
 
     def _revive(self, obj: dict[str, Any]) -> Any:
