@@ -223,6 +223,7 @@ def overlaps(intervals: list[tuple[int, float, float, int]]) -> list[str]:
 # ---- the test ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_kill_9_of_every_component_under_load_loses_no_job(instance: Instance) -> None:
     began = time.monotonic()
     script = instance.jobs_dir / "work.sh"

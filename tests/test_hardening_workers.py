@@ -77,6 +77,7 @@ def hog(instance: Instance, accounts: Accounts, mode: str, seconds: float) -> su
         **as_account(ALICE))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["trickle", "calls"])
 def test_another_user_is_served_while_one_user_opens_a_hundred_connections(
     instance: Instance, accounts: Accounts, mode: str
