@@ -26,8 +26,30 @@ def _user_name(uid: int) -> str:
         return str(uid)
 
 
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be text, not {type(value).__name__}")
+    return value
+
+
+def _job_ids(value: Any, what: str = "job ids") -> list[int]:
+    if not isinstance(value, list) or not all(
+            isinstance(j, int) and not isinstance(j, bool) for j in value):
+        raise ValueError(f"{what} must be a list of whole numbers")
+    return value
+
+
+def _names(value: Any, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise ValueError(f"{what} must be a list of names")
+    return value
+
+
 @Pyro5.api.expose
 class UserAPI:
+    """What users may ask over the user socket. Arguments come from any local account, so each
+    is checked for its type here, before the queue manager sees it."""
+
     def __init__(self, manager: QueueManager, admin_group: str | None) -> None:
         self._qm = manager
         self._admin_group = admin_group
@@ -41,6 +63,8 @@ class UserAPI:
         return {"uid": c.uid, "user": c.user, "admin": c.is_admin}
 
     def submit(self, spec: dict[str, Any]) -> int:
+        if not isinstance(spec, dict):
+            raise ValueError("a submission must be a mapping of field: value")
         try:
             return self._qm.submit(self._caller(), spec)
         except SubmissionError as exc:
@@ -51,11 +75,13 @@ class UserAPI:
         """Jobs as {"columns": [...], "rows": [[...], ...]}, with only `fields` when given:
         one header instead of a key per value, and only the columns qstat shows, keep a
         10,000-job listing small."""
-        columns, rows = self._qm.job_table(jobids, fields)
+        columns, rows = self._qm.job_table(
+            None if jobids is None else _job_ids(jobids),
+            None if fields is None else _names(fields, "fields"))
         return {"columns": columns, "rows": rows}
 
     def delete(self, jobids: list[int]) -> list[dict[str, Any]]:
-        return self._qm.delete(self._caller(), [int(j) for j in jobids])
+        return self._qm.delete(self._caller(), _job_ids(jobids))
 
     def queues(self) -> list[dict[str, Any]]:
         return self._qm.queues()
@@ -82,7 +108,7 @@ class UserAPI:
         """cqadm --policy NAME QUEUE."""
         self._require_admin("cqadm --policy")
         try:
-            self._qm.set_queue_policy(queue, policy)
+            self._qm.set_queue_policy(_text(queue, "queue"), _text(policy, "policy"))
         except PolicyError as exc:
             raise ValueError(str(exc)) from None
 
