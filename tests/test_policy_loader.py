@@ -44,7 +44,7 @@ def test_the_shipped_example_file_passes(tmp_path: Path) -> None:
         ("def boom(queued_time, jobid):\n    raise ValueError('bad job')\n", 0o644,
          "'boom' failed on job 1: ValueError: bad job"),
         ("def nan(queued_time):\n    return float('nan')\n", 0o644,
-         "'nan' failed on job 1: returned a non-finite value"),
+         "'nan' failed on job 1: returned a non-finite score (nan)"),
         ("def ok(queued_time):\n    return queued_time\n", 0o666,
          "writable by group or others (mode 0666)"),
         ("def wfp3(queued_time):\n    return 1\n", 0o644,

@@ -121,8 +121,11 @@ class UtilityFunction:
                 continue
             if isfinite(score) and isfinite(threshold):
                 job.score, job.threshold = score, threshold
+            elif type(raw) is tuple:
+                failures[job.jobid] = (f"returned a non-finite (score, threshold) "
+                                       f"({score!r}, {threshold!r})")
             else:
-                failures[job.jobid] = f"returned a non-finite value ({score!r}, {threshold!r})"
+                failures[job.jobid] = f"returned a non-finite score ({score!r})"
         return failures
 
 
