@@ -28,6 +28,23 @@ POSTGRES_URL = os.environ.get(
     "COBALTLITE_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
+def postgres_admin_connection() -> Any:
+    """An autocommit psycopg connection to POSTGRES_URL's server (to create and drop test
+    databases); the calling test is skipped when the server cannot be reached."""
+    import pytest
+    from sqlalchemy.engine import make_url
+
+    psycopg = pytest.importorskip("psycopg")
+    url = make_url(POSTGRES_URL)
+    try:
+        return psycopg.connect(host=url.host, port=url.port or 5432, user=url.username,
+                               password=url.password, dbname=url.database, autocommit=True,
+                               connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"PostgreSQL at {url.host}:{url.port} is unreachable ({exc}); "
+                    "set COBALTLITE_TEST_POSTGRES to a reachable server")
+
+
 @dataclass
 class Instance:
     machine: str = "flat:4"
@@ -50,6 +67,14 @@ class Instance:
             self.stop()  # a fixture that fails here never reaches its teardown
             raise RuntimeError(f"cobaltlite up failed:\n{ran.stdout}\n{ran.stderr}\n{logs}")
         return self
+
+    def start_retrying(self) -> Instance:
+        """Start, once more if `cobaltlite up` lost the pid-file race (test_daemon_pidfile.py);
+        a failed start has already cleaned up after itself."""
+        try:
+            return self.start()
+        except RuntimeError:
+            return self.start()
 
     def stop(self) -> None:
         self.cobaltlite("down")

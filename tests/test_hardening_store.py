@@ -20,7 +20,7 @@ from typing import Any
 import Pyro5.errors
 import Pyro5.serializers
 import pytest
-from live import POSTGRES_URL, Instance
+from live import POSTGRES_URL, Instance, postgres_admin_connection
 from sqlalchemy.engine import make_url
 from unix_users import ALICE, Accounts, as_account, ensure_test_users
 
@@ -35,49 +35,31 @@ def accounts() -> Accounts:
     return ensure_test_users()
 
 
-def _admin_connection() -> Any:
-    psycopg = pytest.importorskip("psycopg")
-    url = make_url(POSTGRES_URL)
-    try:
-        return psycopg.connect(host=url.host, port=url.port or 5432, user=url.username,
-                               password=url.password, dbname=url.database, autocommit=True,
-                               connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at {url.host}:{url.port} is unreachable ({exc})")
-
-
-def _start(running: Instance) -> Instance:
-    try:
-        running.start()
-    except RuntimeError:  # `cobaltlite up` lost the pid-file race (test_daemon_pidfile.py)
-        running.stop()
-        running.start()
-    return running
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def instance(request: pytest.FixtureRequest, accounts: Accounts) -> Iterator[Instance]:
     if request.param == "sqlite":
-        running = _start(Instance(machine="flat:4"))
+        running = Instance(machine="flat:4").start_retrying()
         yield running
         running.stop()
         return
     name = f"cltest_{uuid.uuid4().hex[:12]}"
-    with _admin_connection() as admin:
+    with postgres_admin_connection() as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     url = make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
     try:
-        running = _start(Instance(machine="flat:4", database=url))
+        running = Instance(machine="flat:4", database=url).start_retrying()
         yield running
         running.stop()
     finally:
-        with _admin_connection() as admin:
+        with postgres_admin_connection() as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="module")
 def sqlite_instance(accounts: Accounts) -> Iterator[Instance]:
-    running = _start(Instance(machine="flat:4"))
+    running = Instance(machine="flat:4").start_retrying()
     yield running
     running.stop()
 

@@ -99,11 +99,7 @@ def accounts() -> Accounts:
 
 @pytest.fixture()
 def instance(accounts: Accounts) -> Iterator[Instance]:
-    running = Instance(machine="flat:4")
-    try:
-        running.start()
-    except RuntimeError:  # `cobaltlite up` lost the pid-file race (test_daemon_pidfile.py)
-        running.start()
+    running = Instance(machine="flat:4").start_retrying()
     yield running
     running.stop()
 

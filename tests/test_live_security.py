@@ -56,12 +56,7 @@ def accounts() -> Accounts:
 
 @pytest.fixture(scope="module")
 def instance(accounts: Accounts) -> Iterator[Instance]:
-    running = Instance(machine="flat:4", settings={"admin_group": ADMINS})
-    try:
-        running.start()
-    except RuntimeError:  # `cobaltlite up` lost the pid-file race (test_daemon_pidfile.py)
-        running.stop()
-        running.start()
+    running = Instance(machine="flat:4", settings={"admin_group": ADMINS}).start_retrying()
     yield running
     running.stop()
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import Pyro5.errors
 import pytest
-from live import POSTGRES_URL, Instance
+from live import POSTGRES_URL, Instance, postgres_admin_connection
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
@@ -27,30 +27,18 @@ from cobaltlite.queue_manager.store import JobStore, jobs_table
 from cobaltlite.rpc.client import connect
 
 
-def _admin_connection() -> Any:
-    psycopg = pytest.importorskip("psycopg")
-    url = make_url(POSTGRES_URL)
-    try:
-        return psycopg.connect(host=url.host, port=url.port or 5432, user=url.username,
-                               password=url.password, dbname=url.database, autocommit=True,
-                               connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at {url.host}:{url.port} is unreachable ({exc}); "
-                    "set COBALTLITE_TEST_POSTGRES to a reachable server")
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'jobs.db'}"
         return
     name = f"cltest_{uuid.uuid4().hex[:12]}"
-    with _admin_connection() as admin:
+    with postgres_admin_connection() as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
         yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
     finally:
-        with _admin_connection() as admin:
+        with postgres_admin_connection() as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -130,22 +118,10 @@ def test_concurrent_submissions_from_separate_stores_get_distinct_ids(database_u
 
 @pytest.fixture
 def instance(database_url: str) -> Iterator[Instance]:
-    running = start_instance(Instance(machine="flat:4", database=database_url))
+    running = Instance(machine="flat:4", database=database_url).start_retrying()
     yield running
     running.stop()
 
-
-def start_instance(instance: Instance) -> Instance:
-    """Start, once more if `cobaltlite up` lost the pid-file race (test_daemon_pidfile.py)."""
-    for attempt in (1, 2):
-        try:
-            return instance.start()
-        except RuntimeError:
-            if hasattr(instance, "state_dir"):
-                instance.stop()
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
 
 
 def queue_manager_pid(instance: Instance) -> int:

@@ -26,7 +26,6 @@ from test_persistence import (  # noqa: F401 (database_url: a fixture)
     database_url,
     job_fields,
     qstat_ids,
-    start_instance,
 )
 
 from cobaltlite.config import load_config
@@ -138,7 +137,7 @@ def test_the_claim_dies_with_its_process(database_url: str) -> None:  # noqa: F8
 
 
 def test_a_second_instance_on_the_same_database_refuses_to_start(database_url: str) -> None:  # noqa: F811
-    first = start_instance(Instance(settings={"database": database_url}))
+    first = Instance(settings={"database": database_url}).start_retrying()
     try:
         # The first instance's own database URL, whatever it is (a SQLite file: that file).
         shared = load_config(first.state_dir).database_url
@@ -157,7 +156,7 @@ def test_a_second_instance_on_the_same_database_refuses_to_start(database_url: s
     finally:
         first.stop()
     # Once it is stopped, an instance on the same database starts and takes over its jobs.
-    successor = start_instance(Instance(settings={"database": shared}))
+    successor = Instance(settings={"database": shared}).start_retrying()
     try:
         assert jobid in qstat_ids(successor)
         assert successor.qsub("-h", "-n", "1", "-t", "5", "/bin/true") == jobid + 1
