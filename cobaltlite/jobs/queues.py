@@ -197,16 +197,21 @@ class QueueLoad:
         self.running += 1
         self.running_nodes += nodes
 
+    def stopped(self, user: str, nodes: int) -> None:
+        """A running job is back in the queue (requeued after a failure)."""
+        load = self.user(user)
+        load.running -= 1
+        load.running_nodes -= nodes
+        self.running -= 1
+        self.running_nodes -= nodes
+
     def remove(self, user: str, nodes: int, walltime: float, running: bool) -> None:
         """A job leaves the queue (ended, deleted, moved): the reverse of `add`."""
         load = self.user(user)
         load.jobs -= 1
         load.node_seconds -= nodes * walltime
         if running:
-            load.running -= 1
-            load.running_nodes -= nodes
-            self.running -= 1
-            self.running_nodes -= nodes
+            self.stopped(user, nodes)
 
 
 def state_error(queue: Mapping[str, Any]) -> str | None:
