@@ -139,17 +139,24 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
 
 def run_system(config: Config, stop: threading.Event) -> list:
     from cobaltlite.machine.catalog import load_description
-    from cobaltlite.system.api import SystemAPI
-    from cobaltlite.system.service import SystemService
+    from cobaltlite.system.api import SystemAPI, SystemControlAPI
+    from cobaltlite.system.service import FAILURE_END, SystemService
 
     queue_manager = Peer(config, "queue-manager", timeout=10.0)
     def report_end(jobid: int, exit_status: int | None, reason: str, end_time: float) -> bool:
         # Looked up per call: the queue manager may start after the system.
+        if reason == FAILURE_END and config.failed_jobs == "resubmit":
+            return queue_manager.job_requeued(jobid, reason, end_time)
         return queue_manager.job_ended(jobid, exit_status, reason, end_time)
 
     service = SystemService(load_description(config.machine), config.state_dir, WallClock(),
-                            report_end, kill_grace=config.kill_grace)
-    daemons = [serve_component(config, "system", SystemAPI(service))]
+                            report_end, kill_grace=config.kill_grace,
+                            forecast_file=config.state_dir / config.failure_forecast
+                            if config.failure_forecast else None)
+    daemons = [serve_component(config, "system", SystemAPI(service)),
+               _serve_users(config.system_admin_socket,
+                            SystemControlAPI(service, config.admin_group), "system-control",
+                            "the system")]
 
     def poll() -> None:
         while not stop.wait(0.5):

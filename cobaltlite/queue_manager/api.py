@@ -136,5 +136,8 @@ class ComponentAPI:
     def job_ended(self, jobid: int, exit_status: int | None, reason: str, end_time: float) -> bool:
         return self._qm.job_ended(jobid, exit_status, reason, end_time)
 
+    def job_requeued(self, jobid: int, reason: str, end_time: float) -> bool:
+        return self._qm.job_requeued(jobid, reason, end_time)
+
     def jobs(self) -> list[dict[str, Any]]:
         return self._qm.jobs()

@@ -428,6 +428,27 @@ class QueueManager:
         self.wake_scheduler()
         return True
 
+    def job_requeued(self, jobid: int, reason: str, end_time: float) -> bool:
+        """The system killed the job for `reason` (a component under it failed) and asks that
+        it run again: it goes back to its queue keeping its original submission time, and
+        restarts from the beginning (seed 003 §VI-A3). A job its owner was deleting ends
+        instead. Idempotent, as job_ended: the system may repeat the report after a crash."""
+        with self._lock:
+            job = self.store.job(jobid)
+            if job is None or job["state"] not in states.ACTIVE_STATES:
+                return True
+            if job["state"] == states.KILLING:
+                return self.job_ended(jobid, None, reason, end_time)
+            self.store.update_job(jobid, {"state": states.QUEUED, "location": None,
+                                          "starttime": None, "end_reason": reason},
+                                  expect_states=[job["state"]])
+        self.accounting.write(end_time, "R", jobid, {
+            "queue": job["queue"], "user": job["user"], "reason": reason,
+            "exec_host": job["location"] or ""})
+        log.info("job requeued", jobid=jobid, reason=reason, location=job["location"])
+        self.wake_scheduler()
+        return True
+
     def reconcile(self) -> None:
         """Settle jobs whose state the queue manager and the system may disagree on.
 

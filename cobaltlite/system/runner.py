@@ -16,6 +16,10 @@ written by atomic rename beside the launch record:
 * `<jobid>.status` (exit status of the main process, end reason) only once no process of the
   job remains, so the system never hands the nodes to another job while this one still runs.
 
+A kill is a SIGTERM to the runner. It ends the job as `deleted` (qdel), unless the system wrote
+`<jobid>.kill` first ({"reason", "message"}: a component under the job failed), whose reason
+becomes the end reason and whose message goes to the job's .cobaltlog.
+
 The job's processes are its process group plus any descendant that left the group (a daemon
 that called setsid) and was orphaned: the runner is a child subreaper, so such orphans become
 its children, and it reaps them as they exit. The job's main process alone is reaped last,
@@ -90,6 +94,26 @@ def _log(fd: int | None, message: str) -> None:
     if fd is not None:
         with contextlib.suppress(OSError):
             os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n".encode())
+
+
+def _kill_reason(spec: dict[str, Any]) -> tuple[str, str | None]:
+    """Why the runner was told to kill the job: (end reason, message for the .cobaltlog)."""
+    path = spec.get("kill_path")  # absent in the records of an older system
+    if path:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            record = json.loads(Path(path).read_text())
+            return str(record["reason"]), str(record["message"])
+    return "deleted", None
+
+
+def _end_unrun(spec: dict[str, Any], cobaltlog: int | None) -> None:
+    """A kill came before the job ran: record its end without running it."""
+    jobid = spec["jobid"]
+    reason, message = _kill_reason(spec)
+    _log(cobaltlog, f"job {jobid} {reason} before it started" + (f": {message}" if message
+                                                                  else ""))
+    _write_until_done(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
+                                                  "reason": reason, "end_time": time.time()})
 
 
 def _read_start_failure(fd: int) -> str:
@@ -178,11 +202,8 @@ def run(spec_path: Path) -> int:
     spec = json.loads(spec_path.read_text())
     jobid, grace = spec["jobid"], spec.get("kill_grace", KILL_GRACE_SECONDS)
     cobaltlog = _open_cobaltlog(spec)
-    if kill_requested:  # deleted while the runner was starting: the job never runs
-        _log(cobaltlog, f"job {jobid} deleted before it started")
-        _write_until_done(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
-                                                      "reason": "deleted",
-                                                      "end_time": time.time()})
+    if kill_requested:  # killed while the runner was starting: the job never runs
+        _end_unrun(spec, cobaltlog)
         return 0
     go_read, go_write = os.pipe()
     # Close-on-exec: the job process writes why it could not start; a successful exec closes it.
@@ -201,10 +222,7 @@ def run(spec_path: Path) -> int:
         os.close(go_write)
         os.close(failed_read)
         os.waitpid(pid, 0)
-        _log(cobaltlog, f"job {jobid} deleted before it started")
-        _write_until_done(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
-                                                      "reason": "deleted",
-                                                      "end_time": time.time()})
+        _end_unrun(spec, cobaltlog)
         return 0
     # A job process that died before its go (BrokenPipeError) ends in the loop below as any.
     with contextlib.suppress(BrokenPipeError):
@@ -220,7 +238,9 @@ def run(spec_path: Path) -> int:
         now = time.monotonic()
         if kill_at is None and not main_ended:
             if kill_requested:
-                reason = "deleted"
+                reason, why = _kill_reason(spec)
+                if why:
+                    _log(cobaltlog, f"job {jobid} killed: {why}")
             elif now >= deadline:
                 reason = "walltime"
             else:
