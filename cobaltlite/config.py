@@ -84,6 +84,9 @@ class Config:
     utility_budget: float = 2.0  # seconds one policy may spend scoring one pass
     failed_jobs: str = "resubmit"  # a job killed by a component failure: resubmit | end
     failure_forecast: str = ""  # a failure-forecast file the system re-reads; empty: none
+    # Allocation_Cost = alpha·BLK_f + beta·P_f (seed 003 §IV-B; docs/fault-aware.md).
+    allocation_alpha: float = 1.0
+    allocation_beta: float = 1.0
     # Components named here listen at this address instead of their socket under sockets/.
     addresses: dict[str, Address] = field(default_factory=dict)
 
@@ -140,6 +143,7 @@ _KEYS = {f.name for f in fields(Config)} - {"state_dir"}
 _POSITIVE = frozenset({"scheduler_interval", "metrics_interval", "utility_budget"})
 _NON_NEGATIVE = frozenset({"kill_grace"})
 _CHOICES = {"failed_jobs": ("resubmit", "end")}
+_WEIGHTS = frozenset({"allocation_alpha", "allocation_beta"})
 
 DEFAULT_CONFIG_TEXT = """\
 # cobaltlite instance configuration (see etc/cobaltlite.yaml for every option, commented).
@@ -157,6 +161,8 @@ utility_reload: auto       # auto: reload when the file changes | manual: schedc
 utility_budget: 2          # seconds one policy may spend scoring one pass
 failed_jobs: resubmit      # a job killed by a failed component (partadm --fail): resubmit | end
 failure_forecast: ""       # a failure-forecast file (P_f per component), re-read when it changes
+allocation_alpha: 1        # weight of BLK_f (partitions a placement blocks) in the allocation cost
+allocation_beta: 1         # weight of P_f (the place's failure chance) in the allocation cost
 # addresses: {system: "tcp:127.0.0.1:7001"}  # where components listen; default: sockets/
 """
 
@@ -211,6 +217,10 @@ def load_config(state_dir: Path | None = None) -> Config:
         if key in _CHOICES and value not in _CHOICES[key]:
             raise InputError(f"{path}: option {key}: {value!r}: choose "
                              f"{' or '.join(_CHOICES[key])}")
+        if key in _WEIGHTS and not (isinstance(value, float) and value >= 0
+                                    and math.isfinite(value)):
+            raise InputError(f"{path}: option {key}: {value!r} must be a weight, a number zero "
+                             "or more")
         setattr(config, key, value)
     return config
 

@@ -100,7 +100,10 @@ def test_fail_kills_the_job_resubmits_it_and_skips_the_block_until_unfail(
     assert "killed: component R00-M0 failed (partadm --fail by root)" in log
     assert log.count("started on") == 2
     accounting = (instance.state_dir / "log" / "accounting.log").read_text()
-    assert f";R;{jobid};" in accounting and 'reason="component failure"' in accounting
+    killed = next(line for line in accounting.splitlines() if f";A;{jobid};" in line)
+    assert {"component=R00-M0", f"lost_exec_host={FIRST_512}", "reason=failure"} <= set(
+        killed.split(";")[3].split())
+    assert f";R;{jobid};" in accounting
 
     shown = partitions(instance)
     for block in (FIRST_512, "ANL-R00-1024", "ANL-R00-R01-2048"):
@@ -130,6 +133,9 @@ def test_failed_job_ends_when_so_configured_and_failures_survive_a_restart() -> 
         assert qstat_long(instance, jobid)["EndReason"] == FAILURE_END
         assert "killed: component R00-M0-N03 failed" in (
             instance.jobs_dir / f"{jobid}.cobaltlog").read_text()
+        accounting = (instance.state_dir / "log" / "accounting.log").read_text()
+        assert "component=R00-M0-N03" in accounting and "reason=failure" in accounting
+        assert f";R;{jobid};" not in accounting and f";E;{jobid};" in accounting
 
         assert instance.cobaltlite("down").returncode == 0
         assert instance.cobaltlite("up").returncode == 0

@@ -21,7 +21,17 @@ from bisect import bisect_left
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits
 from cobaltlite.machine.description import BGPDescription
-from cobaltlite.machine.model import NOT_IN_SERVICE, OVERDUE_GRACE, FailureChance, NoFailures
+from cobaltlite.machine.model import (
+    NOT_IN_SERVICE,
+    OVERDUE_GRACE,
+    FailureChance,
+    NoFailures,
+    TwoLevelChance,
+)
+
+COST_DIGITS = 9
+"""Allocation costs are compared rounded: costs equal on paper (0.6 + 0.6 and 2 - 0.8) must tie,
+and so go to the first name, whatever order the floating-point sums were done in."""
 
 
 class BGPMachine:
@@ -90,6 +100,7 @@ class BGPMachine:
         self._offline: set[int] = set()
         self._failed: dict[str, int] = {}  # failed component -> its node-card mask
         self._failed_blocks = 0  # blocks containing a node card of a failed component
+        self._over_component: dict[str, int] = {}
         self._blocked = 0
         self._available = self._usable
         self._held: dict[int, tuple[int, float]] = {}  # jobid -> (block index, expected end)
@@ -103,6 +114,7 @@ class BGPMachine:
     def failures(self, source: FailureChance) -> None:
         self._failures = source
         self._fault_free = isinstance(source, NoFailures)
+        self._two_level = source if isinstance(source, TwoLevelChance) else None
 
     # ---- the present -------------------------------------------------------------------
 
@@ -131,7 +143,7 @@ class BGPMachine:
 
         BLK_f(X) sums (1 - P_f(Y)) over the available blocks Y that X would newly block (seed
         003 §IV-B step 3). Ties go to the block whose name sorts first: deterministic, and the
-        same rule in every component.
+        same rule in every component; costs tie when equal to COST_DIGITS decimals.
         """
         available, related = self._available, self.related
         best, best_cost = -1, 0.0
@@ -141,14 +153,45 @@ class BGPMachine:
                 if best < 0 or cost < best_cost:
                     best, best_cost = i, cost
             return best
+        if self._two_level is not None:
+            return self._cheapest_two_level(self._two_level, candidates, start, end)
         chance, names = self.failures.chance, self.names
         for i in iter_bits(candidates):
             newly_blocked = iter_bits(related[i] & available)
             blk_f = sum(1.0 - chance(names[j], start, end) for j in newly_blocked)
-            cost = self.alpha * blk_f + self.beta * chance(names[i], start, end)
+            cost = round(self.alpha * blk_f + self.beta * chance(names[i], start, end), COST_DIGITS)
             if best < 0 or cost < best_cost:
                 best, best_cost = i, cost
         return best
+
+    def _cheapest_two_level(
+        self, source: TwoLevelChance, candidates: int, start: float, end: float
+    ) -> int:
+        """`cheapest` when P_f takes two values: with k newly blocked blocks of which h are
+        predicted to fail, BLK_f = k - (h·hit + (k - h)·miss), all from bit counts."""
+        hit, miss = source.hit, source.miss
+        hits = 0
+        for component in source.failing_components(start, end):
+            hits |= self._component_blocks(component)
+        available, related, alpha, beta = self._available, self.related, self.alpha, self.beta
+        best, best_cost = -1, 0.0
+        for i in iter_bits(candidates):
+            newly = related[i] & available
+            k = newly.bit_count()
+            h = (newly & hits).bit_count()
+            blk_f = k - (h * hit + (k - h) * miss)
+            cost = round(alpha * blk_f + beta * (hit if (hits >> i) & 1 else miss), COST_DIGITS)
+            if best < 0 or cost < best_cost:
+                best, best_cost = i, cost
+        return best
+
+    def _component_blocks(self, component: str) -> int:
+        """The schedulable blocks over a component, as a mask (cached: components are few)."""
+        mask = self._over_component.get(component)
+        if mask is None:
+            mask = self._over_component[component] = self._blocks_over(
+                self._component_cards(component))
+        return mask
 
     def blk(self, location: str) -> int:
         """BLK(X): available blocks that placing a job on X would newly block (seed 003 Fig. 1)."""
@@ -230,9 +273,8 @@ class BGPMachine:
         return mask
 
     def fail(self, component: str) -> list[int]:
-        cards = self._component_cards(component)
-        self._failed[component] = cards
-        over = self._blocks_over(cards)
+        over = self._component_blocks(component)
+        self._failed[component] = self._component_cards(component)
         self._failed_blocks |= over
         self._refresh_usable()
         return sorted(jobid for jobid, (i, _) in self._held.items() if (over >> i) & 1)
@@ -254,8 +296,7 @@ class BGPMachine:
         return sorted(self._midplane_cards)
 
     def places_over(self, component: str) -> list[str]:
-        over = self._blocks_over(self._component_cards(component))
-        return [self.names[i] for i in iter_bits(over)]
+        return [self.names[i] for i in iter_bits(self._component_blocks(component))]
 
     def block_states(self) -> list[dict[str, object]]:
         """Each schedulable block's state as partlist shows it, in name order.

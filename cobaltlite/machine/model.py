@@ -7,7 +7,7 @@ Two implementations sit behind these protocols: `bgp.BGPMachine` (partitions ove
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 
@@ -20,6 +20,22 @@ class FailureChance(Protocol):
     """Pluggable source of P_f (seed 003 §IV-B): chance that `location` fails in [start, end)."""
 
     def chance(self, location: str, start: float, end: float) -> float: ...
+
+
+@runtime_checkable
+class TwoLevelChance(Protocol):
+    """A P_f source of two values: `hit` for a place with a failure predicted in the window,
+    `miss` for every other place. Saying which components are predicted to fail lets a machine
+    compute BLK_f for all candidates with bit operations instead of one call per block."""
+
+    hit: float
+    miss: float
+
+    def chance(self, location: str, start: float, end: float) -> float: ...
+
+    def failing_components(self, start: float, end: float) -> list[str]:
+        """The components with a failure predicted in [start, end): P_f = hit over them."""
+        ...
 
 
 class NoFailures:

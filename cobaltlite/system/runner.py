@@ -96,24 +96,36 @@ def _log(fd: int | None, message: str) -> None:
             os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n".encode())
 
 
-def _kill_reason(spec: dict[str, Any]) -> tuple[str, str | None]:
-    """Why the runner was told to kill the job: (end reason, message for the .cobaltlog)."""
+def _kill_record(spec: dict[str, Any]) -> dict[str, Any]:
+    """Why the runner was told to kill the job: the system's `.kill` record ({"reason", and for
+    a failure "message" for the .cobaltlog and "component"}), else a qdel's {"reason":
+    "deleted"}."""
     path = spec.get("kill_path")  # absent in the records of an older system
     if path:
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        with contextlib.suppress(OSError, ValueError):
             record = json.loads(Path(path).read_text())
-            return str(record["reason"]), str(record["message"])
-    return "deleted", None
+            if isinstance(record, dict) and isinstance(record.get("reason"), str):
+                return record
+    return {"reason": "deleted"}
+
+
+def _status(jobid: int, exit_status: int | None, kill: dict[str, Any], reason: str
+            ) -> dict[str, Any]:
+    """The status record; a failure's kill adds the failed component, which the system reports."""
+    status = {"jobid": jobid, "exit_status": exit_status, "reason": reason,
+              "end_time": time.time()}
+    if "component" in kill:
+        status["component"] = kill["component"]
+    return status
 
 
 def _end_unrun(spec: dict[str, Any], cobaltlog: int | None) -> None:
     """A kill came before the job ran: record its end without running it."""
     jobid = spec["jobid"]
-    reason, message = _kill_reason(spec)
-    _log(cobaltlog, f"job {jobid} {reason} before it started" + (f": {message}" if message
-                                                                  else ""))
-    _write_until_done(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
-                                                  "reason": reason, "end_time": time.time()})
+    kill = _kill_record(spec)
+    _log(cobaltlog, f"job {jobid} {kill['reason']} before it started"
+         + (f": {kill['message']}" if kill.get("message") else ""))
+    _write_until_done(Path(spec["status_path"]), _status(jobid, None, kill, kill["reason"]))
 
 
 def _read_start_failure(fd: int) -> str:
@@ -232,15 +244,17 @@ def run(spec_path: Path) -> int:
                f"(runner pid {os.getpid()}, job pid {pid})")
     deadline = time.monotonic() + spec["walltime"]
     reason = "exited"
+    kill: dict[str, Any] = {}  # why a kill was asked for, once it was
     kill_at: float | None = None  # set when the cleanup begins
     while True:
         main_ended = _reap_orphans(pid)
         now = time.monotonic()
         if kill_at is None and not main_ended:
             if kill_requested:
-                reason, why = _kill_reason(spec)
-                if why:
-                    _log(cobaltlog, f"job {jobid} killed: {why}")
+                kill = _kill_record(spec)
+                reason = kill["reason"]
+                if kill.get("message"):
+                    _log(cobaltlog, f"job {jobid} killed: {kill['message']}")
             elif now >= deadline:
                 reason = "walltime"
             else:
@@ -265,8 +279,7 @@ def run(spec_path: Path) -> int:
     # Nothing of the job is left to signal: only now may the job's pid and group id go free.
     _, status = os.waitpid(pid, 0)
     exit_status = os.waitstatus_to_exitcode(status)
-    status_record: dict[str, Any] = {"jobid": jobid, "exit_status": exit_status,
-                                     "reason": reason, "end_time": time.time()}
+    status_record = _status(jobid, exit_status, kill, reason)
     message = _read_start_failure(failed_read)
     if message:
         _log(cobaltlog, f"job {jobid}: {message}")

@@ -98,11 +98,16 @@ class SystemService:
         report_end: Callable[[int, int | None, str, float], bool],
         kill_grace: float = 10.0,
         forecast_file: Path | None = None,
+        report_failure_kill: Callable[[int, str, float], bool] | None = None,
     ) -> None:
+        """`report_end(jobid, exit status, end reason, end time)` tells the queue manager a
+        job ended; `report_failure_kill(jobid, failed component, end time)`, when given, tells
+        it instead of a job killed because a component under it failed."""
         self.description = description
         self.machine = build_machine(description)
         self.clock = clock
         self.report_end = report_end
+        self.report_failure_kill = report_failure_kill
         self.kill_grace = kill_grace
         self.dir = state_dir / "system"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -187,8 +192,8 @@ class SystemService:
                     self.machine.unfail(name)
                 raise ValueError(f"nothing changed: {exc}") from None
             killed = [jobid for jobid, name in sorted(hit.items())
-                      if self._kill_for_failure(jobid, f"component {name} failed "
-                                                       f"(partadm --fail by {by})")]
+                      if self._kill_for_failure(jobid, name, f"component {name} failed "
+                                                             f"(partadm --fail by {by})")]
             log.warning("components failed", components=components, by=by, killed=killed)
             return {"failed": self.machine.failed_components(), "killed": killed}
 
@@ -212,13 +217,14 @@ class SystemService:
             log.warning("components back in service", components=components, by=by)
             return {"failed": self.machine.failed_components()}
 
-    def _kill_for_failure(self, jobid: int, message: str) -> bool:
+    def _kill_for_failure(self, jobid: int, component: str, message: str) -> bool:
         """Kill a running job because of a failure, telling its runner why; False when the job
         is not running (its end is already on its way)."""
         if jobid not in self._runners:
             return False
         try:
-            _write_json(self.dir / f"{jobid}.kill", {"reason": FAILURE_END, "message": message})
+            _write_json(self.dir / f"{jobid}.kill", {"reason": FAILURE_END, "message": message,
+                                                     "component": component})
         except OSError as exc:  # the kill must still happen: it then ends as "deleted"
             log.error("kill reason not recorded", jobid=jobid, error=str(exc))
         log.warning("job killed by a failure", jobid=jobid, why=message)
@@ -246,7 +252,7 @@ class SystemService:
                 log.error("failed component not restored", component=name, error=str(exc))
                 continue
             for jobid in hit:
-                self._kill_for_failure(jobid, f"component {name} failed (found at restart)")
+                self._kill_for_failure(jobid, name, f"component {name} failed (found at restart)")
         log.info("failed components restored", components=self.machine.failed_components())
 
     # ---- the failure forecast ------------------------------------------------------------
@@ -362,8 +368,12 @@ class SystemService:
             pending = list(self._ended.items())
         for jobid, status in pending:
             try:
-                acknowledged = self.report_end(jobid, status["exit_status"], status["reason"],
-                                               status["end_time"])
+                if status["reason"] == FAILURE_END and self.report_failure_kill is not None:
+                    acknowledged = self.report_failure_kill(jobid, status.get("component", "?"),
+                                                            status["end_time"])
+                else:
+                    acknowledged = self.report_end(jobid, status["exit_status"],
+                                                   status["reason"], status["end_time"])
             except Exception as exc:  # the queue manager may be down: try again next poll
                 log.warning("end report failed", jobid=jobid, error=str(exc))
                 return
