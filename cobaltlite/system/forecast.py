@@ -83,7 +83,7 @@ class Forecast:
     def chance(self, location: str, start: float, end: float) -> float:
         if not self._windows:
             return 0.0
-        if not self._flat:
+        if not self._flat or location.isdigit():  # a block, or one node (flat placement)
             return _combined(self._windows.get(location, ()), start, end)
         try:  # a flat location is a set of node ranges: 0-15,32
             mask = ranges_to_mask(location)
