@@ -12,6 +12,7 @@ forecast (P_f per component) shows in partlist and steers the allocation cost (s
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -115,6 +116,10 @@ def test_fail_kills_the_job_resubmits_it_and_skips_the_block_until_unfail(
     whole = sleeper(instance, 2048)
     time.sleep(4)  # four scheduling passes (scheduler_interval: 1)
     assert instance.job(whole)["state"] == "queued"
+    # Skipped by the scheduler itself (its replica knows the failure), not refused at launch.
+    qm_log = (instance.state_dir / "log" / "queue-manager.log").read_text().splitlines()
+    assert not [line for line in map(json.loads, qm_log)
+                if line.get("event") == "job start refused" and line.get("jobid") == whole]
     ran = instance.command("partadm", "--unfail", "R00-M0")
     assert ran.returncode == 0, ran.stderr
     assert "failed now: none" in ran.stdout
