@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from live import Instance
+from live import POSTGRES_URL, Instance, postgres_admin_connection
+from sqlalchemy.engine import make_url
 from unix_users import ADMINS, ALICE, BOB, ensure_test_users
 
 from cobaltlite.rpc.client import connect
@@ -79,8 +82,32 @@ def sleeper(instance: Instance, nodes: int = 512) -> int:
     return instance.qsub("-n", str(nodes), "-t", "10", "/bin/sleep", "300")
 
 
-def test_fail_kills_the_job_resubmits_it_and_skips_the_block_until_unfail(
-        instance: Instance) -> None:
+@contextmanager
+def postgres_instance(**settings: Any) -> Iterator[Instance]:
+    """An instance whose queue manager keeps its jobs in a fresh PostgreSQL database."""
+    name = f"cltest_{uuid.uuid4().hex[:12]}"
+    with postgres_admin_connection() as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    try:
+        running = Instance(machine="bgp-2rack", database=url,
+                           settings=settings).start_retrying()
+        try:
+            yield running
+        finally:
+            running.stop()
+    finally:
+        with postgres_admin_connection() as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_fail_kills_the_job_resubmits_it_and_skips_the_block_until_unfail() -> None:
+    # On PostgreSQL: the resubmission writes the queue manager's store as no other change does.
+    with postgres_instance() as instance:
+        _fail_resubmit_unfail(instance)
+
+
+def _fail_resubmit_unfail(instance: Instance) -> None:
     jobid = sleeper(instance)
     job = instance.wait_for(jobid, {"running"})
     assert job["location"] == FIRST_512
