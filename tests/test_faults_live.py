@@ -13,6 +13,7 @@ forecast (P_f per component) shows in partlist and steers the allocation cost (s
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from live import POSTGRES_URL, Instance, postgres_admin_connection
 from sqlalchemy.engine import make_url
-from unix_users import ADMINS, ALICE, BOB, ensure_test_users
+from unix_users import ADMINS, ALICE, BOB, as_account, ensure_test_users
 
 from cobaltlite.rpc.client import connect
 
@@ -203,6 +204,15 @@ def test_only_admins_may_fail_components() -> None:
         assert ran.returncode == 1
         assert "partadm --fail needs root or membership of the admin group" in ran.stderr
         assert all(row["State"] != "failed" for row in partitions(instance).values())
+        # Nor may she set the failure forecast, as a monitor would.
+        monitor = ("import sys; from cobaltlite.rpc.client import connect\n"
+                   f"with connect('PYRO:system-control@./u:{instance.state_dir}/sockets/"
+                   "system-user.sock') as system:\n"
+                   "    system.set_forecast([['R00-M0', 0.5]])\n")
+        ran = subprocess.run([accounts.python, "-c", monitor], env=accounts.env, text=True,
+                             capture_output=True, timeout=60, **as_account(ALICE))
+        assert ran.returncode != 0
+        assert "setting the failure forecast needs root or membership" in ran.stderr
         # partlist is open to everyone; bob is in the admin group.
         assert instance.command("partlist", account=ALICE, accounts=accounts).returncode == 0
         ran = instance.command("partadm", "--fail", "R01-M1", account=BOB, accounts=accounts)

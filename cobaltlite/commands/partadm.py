@@ -38,7 +38,9 @@ def build_parser() -> CommandParser:
                         "on them and place nothing there until --unfail (admin)")
     action.add_argument("--unfail", action="store_true",
                         help="put failed parts back in service (admin)")
-    parser.add_argument("parts", nargs="+", metavar="PART")
+    parser.add_argument("parts", nargs="+", metavar="PART",
+                        help="a block name, a midplane (R00-M0), a node card (R00-M0-N04); on a "
+                        "flat cluster a node number; a list is refused whole if one is unknown")
     return parser
 
 

@@ -28,7 +28,9 @@ PROG = "partlist"
 
 def build_parser() -> CommandParser:
     parser = CommandParser(prog=PROG, add_help=False,
-                           description="List the machine's partitions and their state.")
+                           description="List the machine's partitions and their state; "
+                           "a P_f column shows the failure chance now of blocks the failure "
+                           "forecast gives one.")
     add_help_option(parser)
     return parser
 
