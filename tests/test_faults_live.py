@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -319,3 +320,49 @@ def test_every_block_chance_is_a_probability_and_untouched_blocks_have_none(
         assert 0.0 <= chance <= 1.0
         if block not in touched:
             assert chance == 0.0
+
+
+# ---- the scheduler's replica follows the system ------------------------------------------------
+
+PARTS = ["R00-M0", "R00-M1", "R01-M0-N00", "R01-M1", "ANL-R01-1024"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.just("fail"), st.sampled_from(PARTS)),
+    st.tuples(st.just("unfail"), st.sampled_from(PARTS)),
+    st.tuples(st.just("forecast"), st.lists(st.tuples(st.sampled_from(PARTS), st.floats(0, 1)),
+                                            max_size=3))), max_size=8))
+def test_replica_knows_every_failure_and_forecast_and_places_around_failures(
+        steps: list[tuple[str, Any]]) -> None:
+    """Whatever partadm and a monitor did, after the replica's next look at the system (one
+    machine_state call, as at the start of a pass) it has the system's failed components and
+    P_f, and never offers a place over a failed component."""
+    import tempfile
+
+    from cobaltlite.clock import WallClock
+    from cobaltlite.machine.catalog import load_description
+    from cobaltlite.scheduler.remote import RemoteSite
+    from cobaltlite.system.api import SystemAPI
+    from cobaltlite.system.service import SystemService
+
+    with tempfile.TemporaryDirectory() as state:
+        service = SystemService(load_description("bgp-2rack"), Path(state), WallClock(),
+                                lambda *_: True)
+        site = RemoteSite(None, SystemAPI(service), WallClock())
+        for action, value in steps:
+            if action == "fail":
+                service.fail([value], "test")
+            elif action == "unfail" and value in service.machine.failed_components():
+                service.unfail([value], "test")
+            elif action == "forecast":
+                service.set_forecast([list(entry) for entry in value], "test")
+            replica = site.machine()
+            assert replica.failed_components() == service.machine.failed_components()
+            failed_places = {place for name in replica.failed_components()
+                             for place in replica.places_over(name)}
+            for size in (512, 1024, 2048):
+                assert replica.find_location(size, 600, 0.0) not in failed_places
+            for block in replica.names:
+                assert replica.failures.chance(block, 0.0, 600.0) == \
+                    service.machine.failures.chance(block, 0.0, 600.0)
