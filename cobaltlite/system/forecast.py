@@ -79,10 +79,22 @@ class Forecast:
             window = (entry.chance, entry.valid_from, entry.valid_until)
             for place in machine.places_over(entry.component):
                 self._windows.setdefault(place, []).append(window)
+        # One placement asks for the same run's P_f of each block many times (every candidate's
+        # newly blocked neighbours overlap): the answers for the latest span are kept.
+        self._span: tuple[float, float] | None = None
+        self._known: dict[str, float] = {}
 
     def chance(self, location: str, start: float, end: float) -> float:
         if not self._windows:
             return 0.0
+        if self._span != (start, end):
+            self._span, self._known = (start, end), {}
+        known = self._known.get(location)
+        if known is None:
+            known = self._known[location] = self._chance(location, start, end)
+        return known
+
+    def _chance(self, location: str, start: float, end: float) -> float:
         if not self._flat or location.isdigit():  # a block, or one node (flat placement)
             return _combined(self._windows.get(location, ()), start, end)
         try:  # a flat location is a set of node ranges: 0-15,32
@@ -206,7 +218,9 @@ class ForecastKeeper:
         self.path = path
         self.clock = clock
         self.active = Forecast(machine)
-        self.version = 0  # bumped at every change, so a replica knows when to fetch it again
+        # Bumped at every change, so a replica knows when to fetch the forecast again; it starts
+        # from the clock so that a restarted system never repeats a version of its previous life.
+        self.version = int(clock.now() * 1e6)
         self.source = "none"
         self.loaded_at: float | None = None
         self.last_error: str | None = None
@@ -236,7 +250,8 @@ class ForecastKeeper:
         return True
 
     def source_for_machine(self) -> FailureChance:
-        return failure_source(self.machine, self.active.entries)
+        """The active forecast, or NoFailures when it is empty (the cost's fast path)."""
+        return self.active if self.active.entries else NoFailures()
 
     def set_entries(self, rows: Any, by: str) -> int:
         """Replace the forecast with a monitor's entries; ForecastError if any is wrong."""
@@ -261,6 +276,9 @@ class ForecastKeeper:
                 "loaded_at": self.loaded_at, "file": str(self.path) if self.path else None,
                 "last_error": self.last_error}
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self, known_version: int) -> dict[str, Any] | None:
+        """The forecast for a replica that has `known_version`; None when that is current."""
+        if known_version == self.version:
+            return None
         return {"version": self.version,
                 "entries": [entry.to_wire() for entry in self.active.entries]}

@@ -143,10 +143,9 @@ class SystemService:
         allocations, the failed components, and the forecast unless it is still version
         `known_forecast`."""
         with self._lock:
-            forecast = self.forecast.wire()
             return {"allocations": self.allocations(),
                     "failed": self.machine.failed_components(),
-                    "forecast": None if forecast["version"] == known_forecast else forecast}
+                    "forecast": self.forecast.wire(known_forecast)}
 
     def partitions(self) -> list[dict[str, Any]]:
         """The machine's block states, each held place shown in its job's phase, with the
