@@ -72,7 +72,7 @@ class SimJob:
     allocated_nodes: int = 0
     dependencies: tuple[int, ...] = ()
     exit_status: int = 0  # what the trace says the job ended with, unless killed at its limit
-    status: JobStatus = field(default_factory=JobStatus)
+    status: JobStatus = lifecycle.NEW
     end_time: float = 0.0  # when the current run ends, if nothing kills it
     failed_runs: int = 0
     lost_node_seconds: float = 0.0  # held by runs that failures killed
