@@ -152,10 +152,11 @@ def check_unset_keys(keys: Iterable[Any]) -> list[str]:
 
 
 def describe(queue: Mapping[str, Any]) -> dict[str, Any]:
-    """A queue as `queues()` returns it: every restriction present, None where unset."""
+    """A queue as `queues()` returns it: every restriction present, None where unset (and the
+    set ones as `restrictions`, the form qstat -Q has read since the first release)."""
     restrictions = queue.get("restrictions") or {}
     return {"name": queue["name"], "state": queue["state"], "policy": queue["policy"],
-            "priority": queue["priority"],
+            "priority": queue["priority"], "restrictions": dict(restrictions),
             **{key: restrictions.get(key) for key in RESTRICTIONS}}
 
 
