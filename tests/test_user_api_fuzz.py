@@ -21,7 +21,9 @@ from live import Instance
 from cobaltlite.rpc.client import connect
 
 USER_METHODS = ["whoami", "submit", "jobs", "delete", "queues", "limits", "reread_policy",
-                "set_queue_policy", "policy_status"]
+                "set_queue_policy", "policy_status", "hold", "release", "alter", "move", "run",
+                "adjust_scores", "set_dep_frac", "set_next_jobid", "add_queues",
+                "delete_queues", "set_queue_state", "set_queue", "unset_queue"]
 # What a deliberate refusal looks like on the client (see cobaltlite.rpc.transport).
 REFUSALS = (ValueError, PermissionError, LookupError, TypeError, AttributeError)
 

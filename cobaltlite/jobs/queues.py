@@ -76,8 +76,13 @@ def _hours(key: str, value: str) -> float:
     return hours
 
 
+MAX_NAME_LIST = 4096  # characters of a users or groups list
+
+
 def _names(key: str, value: str) -> str:
     text = value.strip()
+    if len(text) > MAX_NAME_LIST:
+        raise SettingError(f"{key}: {len(text)} characters, over the limit of {MAX_NAME_LIST}")
     if not _NAME_LIST.fullmatch(text):
         raise SettingError(f"{key}={value!r}: give names separated by ':' or '*' for everyone")
     return text

@@ -15,6 +15,7 @@ from typing import Any
 import Pyro5.api
 
 from cobaltlite.policy.utility import PolicyError
+from cobaltlite.queue_manager import limits as lim
 from cobaltlite.queue_manager.manager import Caller, QueueManager, SubmissionError
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
 
@@ -36,6 +37,10 @@ def _job_ids(value: Any, what: str = "job ids") -> list[int]:
     if not isinstance(value, list) or not all(
             isinstance(j, int) and not isinstance(j, bool) for j in value):
         raise ValueError(f"{what} must be a list of whole numbers")
+    for jobid in value:
+        # Past the job-id column's range no job can exist, and the database would refuse it.
+        if not 0 <= jobid <= lim.MAX_JOBID:
+            raise ValueError(f"job id {jobid} is out of range (0 to {lim.MAX_JOBID})")
     return value
 
 

@@ -452,14 +452,14 @@ class QueueManager:
                 new["walltime"] = job["walltime"] + changes["walltime_delta"]
                 if new["walltime"] <= 0:
                     return _failed(jobid, verb, f"invalid wall time: {new['walltime']} seconds")
-            if "user_list" in changes and isinstance(new["user_list"], list):
-                new["user_list"] = sorted({job["user"], *new["user_list"]})
             try:
                 _check_field_types(new)
                 _check_text_and_sizes(new)
                 self._check_job(new)
             except SubmissionError as exc:
                 return _failed(jobid, verb, str(exc))
+            if "user_list" in changes:  # the owner stays in it, as at submission
+                new["user_list"] = sorted({job["user"], *new["user_list"]})
             if "dependencies" in changes:
                 cycle = self._dependency_cycle(jobid, new["dependencies"])
                 if cycle:
@@ -604,6 +604,8 @@ class QueueManager:
 
     def set_next_jobid(self, caller: Caller, jobid: int) -> None:
         _require_admin(caller, "cqadm -j")
+        if not 0 < jobid <= lim.MAX_JOBID:
+            raise ValueError(f"job id {jobid}: give a whole number from 1 to {lim.MAX_JOBID}")
         if not self.store.set_next_jobid(jobid):
             raise ValueError(f"The new jobid must be greater than the next jobid "
                              f"({self.store.last_jobid() + 1})")
