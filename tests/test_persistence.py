@@ -257,3 +257,32 @@ def test_the_instance_really_uses_the_backend_it_was_given(
     if database_url.startswith("postgresql"):
         assert not (instance.state_dir / "cobaltlite.db").exists()
 
+
+
+def test_a_database_made_before_the_queue_commands_gains_their_columns(
+    database_url: str,
+) -> None:
+    """An instance upgraded from the release before issue 10 keeps its jobs: the store adds
+    the new job columns (dep_frac, score_adjust, notify, ...) with their defaults at start."""
+    from sqlalchemy import Column, MetaData, Table, create_engine, insert
+
+    added = {"dep_frac", "score_adjust", "notify", "inputfile", "debuglog", "geometry",
+             "run_project", "preemptable", "disable_preboot"}
+    old = MetaData()
+    Table("jobs", old, *(Column(c.name, c.type, primary_key=c.primary_key,
+                                nullable=c.nullable, autoincrement=False)
+                         for c in jobs_table.columns if c.name not in added))
+    engine = create_engine(database_url)
+    old.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(insert(old.tables["jobs"]).values(jobid=1, **job_fields("before")))
+    engine.dispose()
+    store = JobStore(database_url)
+    try:
+        store.init()
+        job = store.job(1)
+        assert job is not None and job["jobname"] == "before"
+        assert (job["score_adjust"], job["dep_frac"], job["notify"], job["preemptable"]) == (
+            0.0, None, "", False)
+    finally:
+        store.close()
