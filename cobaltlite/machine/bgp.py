@@ -270,6 +270,12 @@ class BGPPlanner:
         self._reservations.append((best_t, best_t + duration, m.conflict[best_i]))
         return best_t, m.names[best_i]
 
+    def hold(self, location: str, duration: float) -> None:
+        m = self._m
+        i = m.index[location]
+        self._reservations.append((self._now, self._now + duration, m.conflict[i]))
+        self.commit(location, duration)
+
     def commit(self, location: str, duration: float) -> None:
         m = self._m
         i = m.index[location]

@@ -147,5 +147,8 @@ class FlatPlanner:
                 return start, f"{nodes} nodes"
         raise AssertionError("the last segment of a profile always has every node free")
 
+    def hold(self, location: str, duration: float) -> None:
+        self.commit(location, duration)  # the profile alone decides what fits: the same thing
+
     def commit(self, location: str, duration: float) -> None:
         self._take(self._now, self._now + duration, ranges_to_mask(location).bit_count())

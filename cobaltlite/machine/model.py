@@ -49,6 +49,11 @@ class Planner(Protocol):
         """Record a job started now at `location` for at most `duration` seconds."""
         ...
 
+    def hold(self, location: str, duration: float) -> None:
+        """Plan a job at `location` from now for `duration` seconds that has NOT started (a
+        what-if, as the allocation window tries orders): later questions treat it as busy."""
+        ...
+
 
 class Machine(Protocol):
     name: str

@@ -77,6 +77,7 @@ class Qsim:
         backfill: Backfill = Backfill.EASY,
         observer: ReplayObserver | None = None,
         pass_runner: Callable[[], object] | None = None,
+        window: int = 1,
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
         RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`."""
@@ -112,7 +113,7 @@ class Qsim:
         self._inputs = PassInputs(
             now=0.0, machine_size=machine.total_nodes, n_s=machine.min_block_size
         )
-        self.scheduler = Scheduler(self, self, self.clock, backfill)
+        self.scheduler = Scheduler(self, self, self.clock, backfill, window)
         self._run_pass = pass_runner or self.scheduler.iterate
 
     # ---- the queue-manager interface ---------------------------------------------------
