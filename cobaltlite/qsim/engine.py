@@ -115,6 +115,21 @@ class Qsim:
         )
         self.scheduler = Scheduler(self, self, self.clock, backfill, window)
         self._run_pass = pass_runner or self.scheduler.iterate
+        self.after_event: Callable[[float], None] | None = None
+        """Called with the time after each event time's pass (adaptive tuning); None: nothing."""
+
+    def resume(self, now: float, running: Sequence[SimJob], queued: Sequence[SimJob]) -> None:
+        """Start from a state instead of a trace: `running` jobs hold their `location` (on a
+        machine with nothing else held) and end at start_time + run_time, `queued` wait. For
+        forked replays (the fair start time); the trace given to the constructor is dropped."""
+        self._pending = []
+        self.clock.advance_to(now)
+        for job in running:
+            job.allocated_nodes = self._machine.allocate(
+                job.location, job.jobid, job.start_time + job.wall_time)
+            self._running[job.jobid] = job
+            heapq.heappush(self._ends, (job.start_time + job.run_time, job.jobid))
+        self._queue.update((job.jobid, job) for job in queued)
 
     # ---- the queue-manager interface ---------------------------------------------------
 
@@ -126,6 +141,10 @@ class Qsim:
         self._inputs.now = now
         self.policy.score_jobs(jobs, self._inputs)
         return jobs
+
+    def queued_jobs(self) -> list[SimJob]:
+        """The jobs waiting now, unscored (for monitors)."""
+        return list(self._queue.values())
 
     def start_job(self, jobid: int, location: str) -> bool:
         job = self._queue.get(jobid)
@@ -159,7 +178,7 @@ class Qsim:
         """Replay to the end; `progress(jobs_finished)` is called every `progress_every` events."""
         pending, ends, queue = self._pending, self._ends, self._queue
         machine, clock, observer = self._machine, self.clock, self.observer
-        iterate = self._run_pass
+        iterate, after_event = self._run_pass, self.after_event
         samples: list[CapacitySample] = []
         total, next_i, passes, events = len(pending), 0, 0, 0
         inf = float("inf")
@@ -185,6 +204,8 @@ class Qsim:
             idle = machine.idle_nodes()
             fits = bool(queue) and idle > 0 and any(j.size < idle for j in queue.values())
             samples.append(CapacitySample(t, idle, fits))
+            if after_event is not None:
+                after_event(t)
             if progress is not None and events >= next_report:
                 progress(len(self._outcomes))
                 next_report = events + progress_every

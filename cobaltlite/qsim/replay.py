@@ -20,12 +20,18 @@ from cobaltlite.machine.description import FlatDescription
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import UtilityFunction
 from cobaltlite.qsim.engine import Qsim, ReplayResult
+from cobaltlite.qsim.fairness import Settings as FairnessSettings
+from cobaltlite.qsim.fairness import SettingsAt, fair_start_times
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.traces.intrepid_list import read_intrepid_list
 from cobaltlite.traces.model import TraceReadResult, select_window
 from cobaltlite.traces.swf import read_swf
+from cobaltlite.tuning.apply import with_balance_factor
+from cobaltlite.tuning.qsim import QsimTuning
+from cobaltlite.tuning.scheme import TuningScheme
+from cobaltlite.tuning.tuner import Tuner
 
 TRACE_FORMATS = ("auto", "swf", "accounting", "intrepid-list")
 
@@ -49,6 +55,9 @@ class ReplaySettings:
     lenient: bool = False
     slowdown_bound: float = 10.0
     out: Path | None = None
+    window: int = 1
+    tuning: TuningScheme | None = None
+    fair_start: str = "none"  # "none", or a method of cobaltlite/qsim/fairness.py
 
 
 @dataclass
@@ -57,6 +66,7 @@ class ReplayReport:
     result: ReplayResult
     metrics: dict[str, Any]
     trace_skipped: list[str] = field(default_factory=list)
+    tuner: Tuner | None = None
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary: settings, counts and metrics, nothing that depends on wall time."""
@@ -74,6 +84,11 @@ class ReplayReport:
             "jobs_skipped_reading": len(self.trace_skipped),
             "jobs_skipped_unplaceable": len(self.result.skipped),
             "scheduling_passes": self.result.passes,
+            "window": s.window,
+            "tuning": None if self.tuner is None or s.tuning is None else {
+                "scheme": s.tuning.describe(),
+                "changes": [change.as_record() for change in self.tuner.changes],
+            },
             "metrics": self.metrics,
         }
 
@@ -141,23 +156,52 @@ def replay(
         settings.out.mkdir(parents=True, exist_ok=True)
         observer = AccountingObserver(settings.out / "accounting.log")
     try:
-        qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer)
+        qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer,
+                    window=settings.window)
+        tuning = QsimTuning(qsim, settings.tuning) if settings.tuning is not None else None
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
         result = qsim.run(progress)
     finally:
         if observer is not None:
             observer.close()
+    tuner = tuning.tuner if tuning is not None else None
+    fair = None
+    if settings.fair_start != "none":
+        fair = fair_start_times(result.outcomes, build_machine(description), settings.backfill,
+                                _settings_at(settings, tuner),
+                                "estimate" if settings.fair_start == "estimate" else "replay")
     metrics = compute_metrics(
         result.outcomes,
         result.samples,
         result.machine_nodes,
         slowdown_bound=settings.slowdown_bound,
+        fair_start=fair,
+        fair_start_method=settings.fair_start if fair is not None else None,
     )
-    report = ReplayReport(settings, result, metrics, list(trace.skipped))
+    report = ReplayReport(settings, result, metrics, list(trace.skipped), tuner)
     if settings.out is not None:
         summary = json.dumps(report.summary(), indent=2, sort_keys=True) + "\n"
         _write_atomically(settings.out / "summary.json", summary)
     return report
+
+
+def _settings_at(settings: ReplaySettings, tuner: Tuner | None) -> SettingsAt:
+    """The policy and window in force at an instant of the replay (for fair start times)."""
+    fixed = FairnessSettings(settings.policy, settings.window)
+    if tuner is None:
+        return lambda _t: fixed
+    by_values: dict[tuple[float, float], FairnessSettings] = {}
+
+    def at(time: float) -> FairnessSettings:
+        values = tuner.values_at(time)
+        key = (values["bf"], values["w"])
+        if key not in by_values:
+            tunes_bf = any(r.tunable == "bf" for r in tuner.scheme.rules) if tuner.scheme else False
+            policy = with_balance_factor(settings.policy, key[0]) if tunes_bf else settings.policy
+            by_values[key] = FairnessSettings(policy, int(key[1]))
+        return by_values[key]
+
+    return at
 
 
 def _write_atomically(path: Path, text: str) -> None:
