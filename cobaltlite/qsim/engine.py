@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from cobaltlite.clock import VirtualClock
 from cobaltlite.machine.model import Machine
@@ -54,6 +55,14 @@ class ReplayObserver:
     def started(self, job: SimJob, now: float) -> None: ...
 
     def ended(self, job: SimJob, now: float, killed: bool) -> None: ...
+
+
+class PassHook(Protocol):
+    """Runs at every event time: before its (possible) pass and after it."""
+
+    def before_pass(self, now: float) -> None: ...
+
+    def after_pass(self, now: float) -> None: ...
 
 
 @dataclass
@@ -115,8 +124,8 @@ class Qsim:
         )
         self.scheduler = Scheduler(self, self, self.clock, backfill, window)
         self._run_pass = pass_runner or self.scheduler.iterate
-        self.after_event: Callable[[float], None] | None = None
-        """Called with the time after each event time's pass (adaptive tuning); None: nothing."""
+        self.pass_hook: PassHook | None = None
+        """Called around each event time's pass (adaptive tuning); None costs nothing."""
 
     def resume(self, now: float, running: Sequence[SimJob], queued: Sequence[SimJob]) -> None:
         """Start from a state instead of a trace: `running` jobs hold their `location` (on a
@@ -178,7 +187,7 @@ class Qsim:
         """Replay to the end; `progress(jobs_finished)` is called every `progress_every` events."""
         pending, ends, queue = self._pending, self._ends, self._queue
         machine, clock, observer = self._machine, self.clock, self.observer
-        iterate, after_event = self._run_pass, self.after_event
+        iterate, hook = self._run_pass, self.pass_hook
         samples: list[CapacitySample] = []
         total, next_i, passes, events = len(pending), 0, 0, 0
         inf = float("inf")
@@ -198,14 +207,16 @@ class Qsim:
                 observer.submitted(job, t)
                 next_i += 1
                 events += 1
+            if hook is not None:
+                hook.before_pass(t)
             if queue and machine.has_free_capacity():
                 iterate()
                 passes += 1
             idle = machine.idle_nodes()
             fits = bool(queue) and idle > 0 and any(j.size < idle for j in queue.values())
             samples.append(CapacitySample(t, idle, fits))
-            if after_event is not None:
-                after_event(t)
+            if hook is not None:
+                hook.after_pass(t)
             if progress is not None and events >= next_report:
                 progress(len(self._outcomes))
                 next_report = events + progress_every

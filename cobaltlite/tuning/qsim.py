@@ -1,8 +1,8 @@
 """Adaptive tuning inside a replay: the monitor's metrics at every event, the tuner every C_i.
 
-Qsim calls `QsimTuning.after_event(t)` after each event time's pass. The instant utilization is
-recorded at every event, so the rolling averages are exact time averages; the queue depth and
-the rolling averages are computed only when a check is due.
+Qsim calls `before_pass(t)` and `after_pass(t)` at every event time. The instant utilization is
+recorded after every pass, so the rolling averages are exact time averages; the queue depth and
+the rolling averages are computed only when a check is due, just before the pass it changes.
 """
 
 from __future__ import annotations
@@ -24,19 +24,22 @@ class QsimTuning:
         self.utilization = StepSeries()
         self._tunes_bf = any(rule.tunable == "bf" for rule in scheme.rules)
         self._apply()
-        qsim.after_event = self.after_event
+        qsim.pass_hook = self
 
-    def after_event(self, now: float) -> None:
-        qsim = self._qsim
-        machine = qsim.machine()
-        self.utilization.record(now, 1.0 - machine.idle_nodes() / machine.total_nodes)
+    def before_pass(self, now: float) -> None:
+        """Algorithm 1: when C_i has passed, read the metrics and set BF and W for this pass."""
         if not self.tuner.due(now):
             return
+        qsim = self._qsim
         queued = qsim.queued_jobs()
         depth = sum(now - job.submit_time for job in queued)
         metrics = monitored_values(now, self.utilization, depth, len(queued))
         if self.tuner.check(now, metrics):
             self._apply()
+
+    def after_pass(self, now: float) -> None:
+        machine = self._qsim.machine()
+        self.utilization.record(now, 1.0 - machine.idle_nodes() / machine.total_nodes)
 
     def _apply(self) -> None:
         values = self.tuner.values

@@ -94,10 +94,11 @@ class Tuner:
         self.wanted = {}
 
     def values_at(self, time: float) -> dict[str, float]:
-        """The tunables in force for a pass at `time` (changes made before `time`)."""
+        """The tunables in force for a pass at `time` (a check runs before the pass at its
+        instant, so a change made at `time` counts)."""
         values = {name: self._initial(name) for name in DEFAULT_VALUES}
         for change in self.changes:
-            if change.time >= time:
+            if change.time > time:
                 break
             values[change.tunable] = change.new
         return values
