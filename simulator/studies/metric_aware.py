@@ -128,8 +128,9 @@ def tables(exp: Experiment, runs: dict[str, ReplayReport], threshold: float,
                   "W adaptive", "2D adaptive"):
         h = headline(runs[label])
         loc = (h["loss_of_capacity"] or 0) * 100
+        wait = h["mean_wait_min"]
         lines.append(
-            f"| {label} | {h['mean_wait_min']:,.1f}{delta(h['mean_wait_min'], base['mean_wait_min'])}"
+            f"| {label} | {wait:,.1f}{delta(wait, base['mean_wait_min'])}"
             f" | {h['unfair_jobs']} | {loc:.1f}"
             f"{delta(loc, (base['loss_of_capacity'] or 0) * 100)} | "
             f"{h['queue_depth_mean_min']:,.0f} | {h['tuning_changes']} |")
