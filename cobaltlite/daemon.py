@@ -160,7 +160,12 @@ def run_system(config: Config, stop: threading.Event) -> list:
 
 
 def run_scheduler(config: Config, stop: threading.Event) -> list:
-    from cobaltlite.scheduler.daemon import ComponentAPI, ControlAPI, SchedulerLoop
+    from cobaltlite.scheduler.daemon import (
+        ComponentAPI,
+        ControlAPI,
+        SchedulerLoop,
+        check_live_scheme,
+    )
     from cobaltlite.scheduler.remote import RemoteSite
     from cobaltlite.scheduler.scheduler import Backfill
 
@@ -174,7 +179,19 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
     def make_site() -> RemoteSite:
         return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock)
 
-    loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval)
+    check_live_scheme(config.tuning, str(config.config_path))
+    monitor = Peer(config, "metrics-monitor")
+
+    def read_metrics() -> dict[str, float] | None:
+        try:
+            latest = monitor.latest()
+        except Exception as exc:  # the monitor down: no check now, the next pass tries again
+            log.warning("metrics monitor unreachable for tuning", error=str(exc))
+            return None
+        return None if latest is None else latest["monitored"]
+
+    loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval,
+                         config.tuning, read_metrics if config.tuning else None)
     daemons = [serve_component(config, "scheduler", ComponentAPI(loop)),
                _serve_users(config.admin_socket, ControlAPI(loop, config.admin_group),
                             "scheduler-control", "the scheduler")]
@@ -195,9 +212,11 @@ class PeerClock:
 
 
 def run_metrics_monitor(config: Config, stop: threading.Event) -> list:
+    from cobaltlite.metrics_monitor.history import MetricHistory
     from cobaltlite.metrics_monitor.monitor import Monitor, MonitorAPI
 
-    monitor = Monitor(Peer(config, "queue-manager"), Peer(config, "system"), WallClock())
+    monitor = Monitor(Peer(config, "queue-manager"), Peer(config, "system"), WallClock(),
+                      history=MetricHistory(config.database_url))
     daemons = [serve_component(config, "metrics-monitor", MonitorAPI(monitor))]
 
     def sample() -> None:

@@ -2,26 +2,50 @@
 
 Submissions and job ends wake it early through `wake()`. `schedctl` reaches `ControlAPI` on a
 user socket; starting and stopping need admin rights, checked from the kernel's credentials.
+
+With a tuning scheme (the `tuning:` option), the same `Tuner` Qsim runs checks before a pass
+once C_i has passed since the last check, reading the metrics monitor's latest sample, and sets
+the pass's window W (seed 000 §3.4). Live BF tuning is refused when the scheme is loaded: the
+queue manager scores the jobs and takes no balance factor from the scheduler (docs/metric-aware.md).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import Pyro5.api
 import structlog
 
 from cobaltlite.clock import Clock
+from cobaltlite.errors import InputError
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
+from cobaltlite.tuning.apply import apply_window
+from cobaltlite.tuning.scheme import TuningScheme
+from cobaltlite.tuning.tuner import Change, Tuner
+
+LIVE_TUNABLES = ("w",)
+"""What the daemon can set itself; BF needs the queue manager (see the module docstring)."""
+
+
+def check_live_scheme(scheme: TuningScheme | None, where: str) -> None:
+    for rule in scheme.rules if scheme else ():
+        if rule.tunable not in LIVE_TUNABLES:
+            raise InputError(f"{where}: tuning rule {rule.name!r} sets "
+                             f"{rule.tunable.upper()}, which the live scheduler cannot set yet "
+                             "(the queue manager scores jobs); live rules may set W only")
 
 log = structlog.get_logger("scheduler")
 
 
 class SchedulerLoop:
-    def __init__(self, make_site: Any, clock: Clock, backfill: Backfill, interval: float) -> None:
+    def __init__(self, make_site: Any, clock: Clock, backfill: Backfill, interval: float,
+                 tuning: TuningScheme | None = None,
+                 read_metrics: Callable[[], Mapping[str, float] | None] | None = None) -> None:
+        """`read_metrics` returns the metrics monitor's latest values (None when it has none)."""
         self._make_site = make_site
         self.clock = clock
         self.backfill = backfill
@@ -33,6 +57,8 @@ class SchedulerLoop:
         self._wake = threading.Event()
         self._scheduler: Scheduler | None = None
         self._pass_lock = threading.Lock()
+        self.tuner = Tuner(tuning, clock.now())
+        self._read_metrics = read_metrics
 
     def run_pass(self) -> list[tuple[int, str]]:
         """One pass now; peers that are down make it fail quietly until the next one."""
@@ -42,6 +68,8 @@ class SchedulerLoop:
                 if self._scheduler is None:
                     site = self._make_site()
                     self._scheduler = Scheduler(site, site, self.clock, self.backfill)
+                self._tune()
+                apply_window(self._scheduler, self.tuner.values)
                 report = self._scheduler.iterate()
             except Exception as exc:  # a peer down or restarting: retried at the next pass
                 self._scheduler = None
@@ -56,6 +84,42 @@ class SchedulerLoop:
                 log.info("job placed", jobid=jobid, location=where)
             return report.started
 
+    def _tune(self) -> None:
+        """Algorithm 1's check, when due, on the monitor's latest sample."""
+        now = self.clock.now()
+        if self._read_metrics is None or not self.tuner.due(now):
+            return
+        values = self._read_metrics()
+        if values is None:
+            return  # no sample yet: check again at the next pass
+        for change in self.tuner.check(now, values):
+            _log_change(change)
+
+    def pin(self, tunable: str, value: float) -> list[Change]:
+        if tunable not in LIVE_TUNABLES:
+            raise ValueError(f"{tunable}: the live scheduler can set W only (bf needs the "
+                             "queue manager)")
+        with self._pass_lock:
+            changes = self.tuner.pin(self.clock.now(), tunable, value)
+        for change in changes:
+            _log_change(change)
+        return changes
+
+    def unpin(self, tunable: str) -> list[Change]:
+        with self._pass_lock:
+            changes = self.tuner.unpin(self.clock.now(), tunable)
+        for change in changes:
+            _log_change(change)
+        return changes
+
+    def tuning_status(self) -> dict[str, Any]:
+        tuner = self.tuner
+        last = tuner.changes[-1] if tuner.changes else None
+        return {"scheme": tuner.scheme.describe() if tuner.scheme else None,
+                "values": dict(tuner.values), "pins": dict(tuner.pins),
+                "last_change": None if last is None else {**last.as_record(),
+                                                          "reason": last.reason()}}
+
     def wake(self) -> None:
         self._wake.set()
 
@@ -66,6 +130,11 @@ class SchedulerLoop:
             self._wake.clear()
             if self.active:
                 self.run_pass()
+
+
+def _log_change(change: Change) -> None:
+    log.info("tunable changed", tunable=change.tunable, old=change.old, new=change.new,
+             cause=change.cause, metrics=dict(change.metrics))
 
 
 @Pyro5.api.expose
@@ -101,7 +170,26 @@ class ControlAPI:
         loop = self._loop
         return {"active": loop.active, "passes": loop.passes, "interval": loop.interval,
                 "backfill": str(loop.backfill), "last_error": loop.last_error,
-                "last_pass_seconds": loop.last_pass_seconds}
+                "last_pass_seconds": loop.last_pass_seconds, "tuning": loop.tuning_status()}
+
+    def set_tunable(self, tunable: str, value: float) -> dict[str, Any]:
+        """Pin a tunable (admin): rules keep running but do not move it until it is released."""
+        self._require_admin("schedctl --set")
+        if not isinstance(tunable, str) or isinstance(value, bool) or not isinstance(
+                value, int | float):
+            raise ValueError("schedctl --set takes NAME=NUMBER, e.g. w=3")
+        self._loop.pin(tunable.lower(), float(value))
+        self._loop.wake()
+        return self._loop.tuning_status()
+
+    def unset_tunable(self, tunable: str) -> dict[str, Any]:
+        """Release a pin (admin): the tunable returns to what its rule says."""
+        self._require_admin("schedctl --unset")
+        if not isinstance(tunable, str) or tunable.lower() not in LIVE_TUNABLES:
+            raise ValueError(f"schedctl --unset {tunable!r}: the live scheduler has W only")
+        self._loop.unpin(tunable.lower())
+        self._loop.wake()
+        return self._loop.tuning_status()
 
     def start(self) -> bool:
         self._require_admin("schedctl --start")

@@ -225,9 +225,21 @@ def load_scheme_file(path: Path) -> TuningScheme:
         raise InputError(f"{where}: not valid YAML: {exc}") from None
     lines = _node_lines(node) if node is not None else {}
     if isinstance(data, Mapping) and "tuning" in data:
-        data = data["tuning"]
-        lines = {path_[1:]: line for path_, line in lines.items() if path_[:1] == ("tuning",)}
+        return parse_tuning_section(path, data["tuning"], lines)
     return parse_scheme(data, str(path), lines)
+
+
+def parse_tuning_section(path: Path, value: object,
+                         lines: Mapping[tuple[Any, ...], int] | None = None) -> TuningScheme:
+    """The `tuning:` section of a YAML file already read as `value` (cobaltlite.yaml); errors
+    name `path` and the line."""
+    if lines is None:
+        import yaml
+
+        node = yaml.compose(path.read_text())
+        lines = _node_lines(node) if node is not None else {}
+    inner = {key[1:]: line for key, line in lines.items() if key[:1] == ("tuning",)}
+    return parse_scheme(value, str(path), inner)
 
 
 def _node_lines(node: Any, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
