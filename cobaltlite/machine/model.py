@@ -49,9 +49,14 @@ class Planner(Protocol):
         """Record a job started now at `location` for at most `duration` seconds."""
         ...
 
-    def hold(self, location: str, duration: float) -> None:
-        """Plan a job at `location` from now for `duration` seconds that has NOT started (a
-        what-if, as the allocation window tries orders): later questions treat it as busy."""
+    def copy(self) -> Planner:
+        """An independent planner with the same plan so far (what-ifs from a common start)."""
+        ...
+
+    def plan_now(self, nodes: int, duration: float) -> bool:
+        """What-if (the allocation window trying orders): if a job of this size could start now
+        on its lowest-cost place without delaying a reservation, plan it there as running for
+        `duration` seconds, although it has NOT started, and return True; else False."""
         ...
 
 

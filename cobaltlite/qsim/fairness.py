@@ -158,9 +158,7 @@ def _planned_start(target: JobOutcome, t: float, running: list[JobOutcome],
     jobs.sort(key=lambda j: j.score, reverse=True)
     planner = machine.planner(t)
     for job in jobs:
-        location = planner.location_now(job.size, job.wall_time)
-        if location is not None:
-            planner.hold(location, job.wall_time)
+        if planner.plan_now(job.size, job.wall_time):
             start = t
         else:
             start = planner.reserve_earliest(job.size, job.wall_time)[0]

@@ -167,27 +167,28 @@ class Scheduler:
     ) -> tuple[SchedulableJob, ...]:
         """The order of `window` whose greedy plan ends its last job first; rank order on ties.
 
-        An order is abandoned as soon as one of its jobs ends no earlier than the best plan's
-        makespan: the makespan only grows as jobs are added, so it can no longer win.
+        No order can end before `lower`, the latest of the jobs' ends each planned alone; the
+        search stops when an order reaches it (most often the rank order, tried first). An order
+        is abandoned as soon as one of its jobs ends no earlier than the best makespan so far:
+        the makespan only grows as jobs are added.
         """
+        base = machine.planner(now)
+        lower = max(_planned_end(base.copy(), job, now) for job in window)
         best: tuple[SchedulableJob, ...] = tuple(window)
         best_makespan = float("inf")
         for order in permutations(window):
-            planner = machine.planner(now)
+            planner = base.copy()
             makespan = now
             for job in order:
-                location = planner.location_now(job.size, job.wall_time)
-                if location is not None:
-                    planner.hold(location, job.wall_time)
-                    end = now + job.wall_time
-                else:
-                    end = planner.reserve_earliest(job.size, job.wall_time)[0] + job.wall_time
+                end = _planned_end(planner, job, now)
                 if end > makespan:
                     makespan = end
                 if makespan >= best_makespan:
                     break
             else:
                 best, best_makespan = order, makespan
+                if makespan <= lower:
+                    break
         return best
 
     def _backfill_easy(
@@ -217,6 +218,13 @@ class Scheduler:
             return False
         report.started.append((job.jobid, location))
         return True
+
+
+def _planned_end(planner: Planner, job: SchedulableJob, now: float) -> float:
+    """Place `job` greedily on the what-if `planner` (start now, else its earliest place)."""
+    if planner.plan_now(job.size, job.wall_time):
+        return now + job.wall_time
+    return planner.reserve_earliest(job.size, job.wall_time)[0] + job.wall_time
 
 
 def check_window(window: int) -> int:
