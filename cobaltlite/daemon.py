@@ -177,7 +177,8 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
                          "choose wall or queue-manager")
 
     def make_site() -> RemoteSite:
-        return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock)
+        return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock,
+                          alpha=config.allocation_alpha, beta=config.allocation_beta)
 
     check_live_scheme(config.tuning, str(config.config_path))
     monitor = Peer(config, "metrics-monitor")
