@@ -70,6 +70,22 @@ def test_conservative_fcfs_is_never_unfair(data, backfill):
         assert unfair_jobs(result.outcomes, fair) == 0
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.sampled_from(["easy", "conservative"]), st.integers(1, 3))
+def test_jobs_started_before_the_next_arrival_get_the_fork_result(data, backfill, window):
+    # A settings_at that returns a new object at every call defeats the shortcut (it needs the
+    # same settings at submission and start), so every job is forked: the results must agree.
+    jobs = data.draw(workloads(FLAT8, max_jobs=10, oversize=False))
+    policy = builtin_policy("fcfs")
+    result = Qsim(jobs, FLAT8.build(), policy, Backfill(backfill), window=window).run()
+    fixed = Settings(policy, window)
+    shortcut = fair_start_times(result.outcomes, FLAT8.build(), Backfill(backfill),
+                                lambda _t: fixed, "replay")
+    forked = fair_start_times(result.outcomes, FLAT8.build(), Backfill(backfill),
+                              lambda _t: Settings(policy, window), "replay")
+    assert shortcut == forked
+
+
 def outcome(jobid, submit, start, end, nodes):
     return JobOutcome(jobid, submit, start, end, nodes, nodes, end - start, "x", False)
 

@@ -7,7 +7,9 @@ time"); every table says which one it used:
 * ``replay`` (the definition): fork the replay at the job's submission (the jobs running then
   keep their places and end when they really ended; the jobs queued then, the job included, wait)
   and run the real `Scheduler` with that instant's policy, backfilling and window, with no
-  arrivals, until the job starts.
+  arrivals, until the job starts. A job that really started before the next arrival (with the
+  same settings still in force) needs no fork: up to that arrival the fork and the replay are the
+  same run, so its FST is its start.
 * ``estimate`` (cheaper): one plan at the submission instant. The running jobs end at their
   requested times; the queued jobs, in the policy's rank order at that instant, each start now if
   they fit or reserve their earliest place (conservative backfilling's plan); the job's place in
@@ -76,8 +78,17 @@ def fair_start_times(
     """{jobid: fair start time} for every outcome. `machine` must hold nothing; it is reused
     for every fork and left empty."""
     fair: dict[int, float] = {}
+    arrivals = sorted((o.submit_time, o.jobid) for o in outcomes)
+    next_arrival = {jobid: arrivals[i + 1][0] if i + 1 < len(arrivals) else float("inf")
+                    for i, (_, jobid) in enumerate(arrivals)}
     for target, t, running, queued in _states_at_submission(outcomes):
         settings = settings_at(t)
+        if (method == "replay" and target.start_time < next_arrival[target.jobid]
+                and settings_at(target.start_time) is settings):
+            # Until the next arrival the fork and the replay are the same run (same state, same
+            # events, same settings), so a job that started before it started at its FST.
+            fair[target.jobid] = target.start_time
+            continue
         try:
             if method == "replay":
                 fair[target.jobid] = _forked_start(target, t, running, queued, machine, backfill,
