@@ -190,3 +190,18 @@ def test_queue_depth_switches_bf_and_the_start_order_follows():
     assert (first.time, first.old, first.new) == (600, 1.0, 0.5)
     assert first.metrics["queue_depth"] == pytest.approx(19.95)
     assert (second.time, second.new, second.metrics["queue_depth"]) == (1110, 1.0, 0.0)
+
+
+def test_the_instance_config_reads_a_tuning_section_and_names_a_bad_line(tmp_path):
+    from cobaltlite.config import load_config
+
+    (tmp_path / "cobaltlite.yaml").write_text(
+        "machine: flat:4\ntuning:\n  check_interval: 60\n  rules:\n    - w-utilization-trend\n")
+    scheme = load_config(tmp_path).tuning
+    assert scheme is not None and scheme.check_interval == 60
+    assert scheme.rules[0].name == "w-utilization-trend"
+    (tmp_path / "cobaltlite.yaml").write_text(
+        "machine: flat:4\ntuning:\n  rules:\n    - example: w-utilization-trend\n"
+        "      metric: load\n")
+    with pytest.raises(InputError, match=r"cobaltlite.yaml:5: .*unknown metric 'load'"):
+        load_config(tmp_path)
