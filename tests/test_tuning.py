@@ -205,3 +205,33 @@ def test_the_instance_config_reads_a_tuning_section_and_names_a_bad_line(tmp_pat
         "      metric: load\n")
     with pytest.raises(InputError, match=r"cobaltlite.yaml:5: .*unknown metric 'load'"):
         load_config(tmp_path)
+
+
+def test_qsim_reports_the_seed_000_metrics_and_says_which_fair_start_it_used(tmp_path, capsys):
+    import json
+
+    trace = tmp_path / "t.swf"
+    trace.write_text("1 0 0 100 4 -1 -1 4 100 -1 1 1 1 1 1 1 -1 -1\n"
+                     "2 10 0 50 2 -1 -1 2 50 -1 1 1 1 1 1 1 -1 -1\n"
+                     "3 20 0 10 1 -1 -1 1 10 -1 1 1 1 1 1 1 -1 -1\n")
+    out = tmp_path / "out"
+    code = cli.main(["--trace", str(trace), "--machine", "flat:4", "--policy", "balanced",
+                     "--window", "2", "--tuning", "2d-adaptive", "--fair-start", "estimate",
+                     "--out", str(out), "--markdown", "-q"])
+    shown = capsys.readouterr().out
+    assert code == 0
+    assert "| unfair jobs |" in shown and "| mean queue depth |" in shown
+    assert "Unfair jobs: fair start time by estimate" in shown
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["window"] == 2
+    assert summary["tuning"]["scheme"].startswith("2d-adaptive")
+    metrics = summary["metrics"]
+    assert metrics["fair_start_method"] == "estimate" and metrics["unfair_jobs"] == 0
+    assert set(metrics["series"]) >= {"hours", "queue_depth", "utilization_24h"}
+
+
+def test_qsim_refuses_a_window_of_zero_or_twelve(capsys):
+    for bad in ("0", "12"):
+        with pytest.raises(SystemExit):
+            cli.main(["--trace", "x.swf", "--machine", "flat:4", "--window", bad])
+        assert "from 1 to 6" in capsys.readouterr().err
