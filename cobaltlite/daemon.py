@@ -160,12 +160,7 @@ def run_system(config: Config, stop: threading.Event) -> list:
 
 
 def run_scheduler(config: Config, stop: threading.Event) -> list:
-    from cobaltlite.scheduler.daemon import (
-        ComponentAPI,
-        ControlAPI,
-        SchedulerLoop,
-        check_live_scheme,
-    )
+    from cobaltlite.scheduler.daemon import ComponentAPI, ControlAPI, SchedulerLoop
     from cobaltlite.scheduler.remote import RemoteSite
     from cobaltlite.scheduler.scheduler import Backfill
 
@@ -180,7 +175,6 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
         return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock,
                           alpha=config.allocation_alpha, beta=config.allocation_beta)
 
-    check_live_scheme(config.tuning, str(config.config_path))
     monitor = Peer(config, "metrics-monitor")
 
     def read_metrics() -> dict[str, float] | None:

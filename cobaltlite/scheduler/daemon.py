@@ -5,8 +5,9 @@ user socket; starting and stopping need admin rights, checked from the kernel's 
 
 With a tuning scheme (the `tuning:` option), the same `Tuner` Qsim runs checks before a pass
 once C_i has passed since the last check, reading the metrics monitor's latest sample, and sets
-the pass's window W (seed 000 §3.4). Live BF tuning is refused when the scheme is loaded: the
-queue manager scores the jobs and takes no balance factor from the scheduler (docs/metric-aware.md).
+the pass's window W and balance factor BF (seed 000 §3.4). While BF is tuned (a BF rule, or an
+admin's pin) the scheduler ranks the queue by seed 000's balanced priority with that BF itself,
+over every queue, instead of the queue manager's scores (docs/metric-aware.md, D000-8).
 """
 
 from __future__ import annotations
@@ -20,23 +21,11 @@ import Pyro5.api
 import structlog
 
 from cobaltlite.clock import Clock
-from cobaltlite.errors import InputError
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
 from cobaltlite.tuning.apply import apply_window
-from cobaltlite.tuning.scheme import TuningScheme
+from cobaltlite.tuning.scheme import TUNABLE_BOUNDS, TuningScheme
 from cobaltlite.tuning.tuner import Change, Tuner
-
-LIVE_TUNABLES = ("w",)
-"""What the daemon can set itself; BF needs the queue manager (see the module docstring)."""
-
-
-def check_live_scheme(scheme: TuningScheme | None, where: str) -> None:
-    for rule in scheme.rules if scheme else ():
-        if rule.tunable not in LIVE_TUNABLES:
-            raise InputError(f"{where}: tuning rule {rule.name!r} sets "
-                             f"{rule.tunable.upper()}, which the live scheduler cannot set yet "
-                             "(the queue manager scores jobs); live rules may set W only")
 
 log = structlog.get_logger("scheduler")
 
@@ -59,6 +48,7 @@ class SchedulerLoop:
         self._pass_lock = threading.Lock()
         self.tuner = Tuner(tuning, clock.now())
         self._read_metrics = read_metrics
+        self._site: Any = None
 
     def run_pass(self) -> list[tuple[int, str]]:
         """One pass now; peers that are down make it fail quietly until the next one."""
@@ -66,10 +56,13 @@ class SchedulerLoop:
             began = time.perf_counter()
             try:
                 if self._scheduler is None:
-                    site = self._make_site()
-                    self._scheduler = Scheduler(site, site, self.clock, self.backfill)
+                    self._site = self._make_site()
+                    self._scheduler = Scheduler(self._site, self._site, self.clock,
+                                                self.backfill)
                 self._tune()
                 apply_window(self._scheduler, self.tuner.values)
+                self._site.balance_factor = (self.tuner.values["bf"] if self._tunes_bf()
+                                             else None)
                 report = self._scheduler.iterate()
             except Exception as exc:  # a peer down or restarting: retried at the next pass
                 self._scheduler = None
@@ -95,10 +88,14 @@ class SchedulerLoop:
         for change in self.tuner.check(now, values):
             _log_change(change)
 
+    def _tunes_bf(self) -> bool:
+        scheme = self.tuner.scheme
+        return "bf" in self.tuner.pins or (
+            scheme is not None and any(rule.tunable == "bf" for rule in scheme.rules))
+
     def pin(self, tunable: str, value: float) -> list[Change]:
-        if tunable not in LIVE_TUNABLES:
-            raise ValueError(f"{tunable}: the live scheduler can set W only (bf needs the "
-                             "queue manager)")
+        if tunable not in TUNABLE_BOUNDS:
+            raise ValueError(f"{tunable!r}: the tunables are bf and w")
         with self._pass_lock:
             changes = self.tuner.pin(self.clock.now(), tunable, value)
         for change in changes:
@@ -185,8 +182,8 @@ class ControlAPI:
     def unset_tunable(self, tunable: str) -> dict[str, Any]:
         """Release a pin (admin): the tunable returns to what its rule says."""
         self._require_admin("schedctl --unset")
-        if not isinstance(tunable, str) or tunable.lower() not in LIVE_TUNABLES:
-            raise ValueError(f"schedctl --unset {tunable!r}: the live scheduler has W only")
+        if not isinstance(tunable, str) or tunable.lower() not in TUNABLE_BOUNDS:
+            raise ValueError(f"schedctl --unset {tunable!r}: the tunables are bf and w")
         self._loop.unpin(tunable.lower())
         self._loop.wake()
         return self._loop.tuning_status()
