@@ -3,6 +3,7 @@
 The output directory (DIR):
 
     DIR/experiment.yaml            the experiment file this sweep ran
+    DIR/sweep.json                 its name and swept columns (for `qsim report`)
     DIR/replays/ID/summary.json    written by `replay()` on the worker, as `qsim --out` writes it
     DIR/replays/ID/accounting.log  the replay's job log (what `qsim report` draws)
     DIR/replays/ID/row.json        the replay's row, written by the client once the replay is done
@@ -52,6 +53,8 @@ from cobaltlite.qsim.replay import (
 from cobaltlite.traces.model import TraceReadResult
 
 TABLE_FORMATS = ("parquet", "csv")
+SWEEP_INFO = "sweep.json"
+"""Beside the results: the experiment's name and its swept columns (what `qsim report` plots)."""
 _AFTER_READING = frozenset((*WINDOW_FIELDS, "backfill", "slowdown_bound"))
 _SUMMARY_COUNTS = ("jobs_skipped_reading", "jobs_skipped_unplaceable", "scheduling_passes")
 
@@ -127,6 +130,9 @@ def run_sweep(
     console = console or Console(stderr=True)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(experiment.path, out / "experiment.yaml")
+    info = {"name": experiment.name, "swept": [*experiment.swept, "repetition"],
+            "policy_parameters": list(experiment.parameter_names)}
+    _write_atomically(out / SWEEP_INFO, json.dumps(info, indent=2) + "\n")
     pending = [c for c in experiment.configs if not (replay_dir(out, c) / "row.json").is_file()]
     outcome = SweepOutcome(len(experiment.configs), len(experiment.configs) - len(pending), 0)
     if outcome.reused:
