@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -10,8 +11,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 from shared_paths import TRACES
+
+from cobaltlite.experiments.report import _binned_means
 
 LUBLIN = TRACES / "lublin_256.swf.gz"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -133,3 +138,27 @@ def test_a_directory_without_replays_is_refused_by_name(tmp_path: Path) -> None:
     assert made.returncode == 1
     assert f"qsim report: error: {tmp_path}: no summary.json" in made.stderr
     assert not (tmp_path / "report").exists()
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.tuples(st.floats(0.001, 1e6), st.integers(0, 40960)), min_size=2,
+                      max_size=60),
+       bins=st.integers(1, 300))
+def test_utilization_bins_keep_the_node_seconds_of_the_series(
+    steps: list[tuple[float, int]], bins: int
+) -> None:
+    """The binned curve is only a coarser view: every node-second of the step function is in
+    exactly one bin, and no bin's mean exceeds the highest level."""
+    times, levels, now = [], [], 0.0
+    for gap, level in steps:
+        now += gap
+        times.append(now)
+        levels.append(level)
+    edges, means = _binned_means(times, levels, bins)
+    assert len(edges) == bins + 1 and len(means) == bins
+    exact = math.fsum(level * (b - a)
+                      for level, a, b in zip(levels, times, times[1:], strict=False))
+    binned = math.fsum(m * (b - a)
+                       for m, a, b in zip(means, edges, edges[1:], strict=False))
+    assert binned == pytest.approx(exact, rel=1e-9, abs=1e-6)
+    assert max(means) <= max(levels[:-1]) * (1 + 1e-9) + 1e-9

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from shared_paths import TRACES
 
 from cobaltlite.experiments.spec import ExperimentError, load_experiment
@@ -160,3 +162,66 @@ def test_every_replay_setting_is_a_grid_key_by_its_field_name(tmp_path: Path) ->
     settings = loaded.configs[0].replay_settings(None)
     assert settings.estimate == "runtime" and settings.lenient is True
     assert {c.replay_settings(None).slowdown_bound for c in loaded.configs} == {5.0, 60.0}
+
+
+def test_a_sweep_runs_on_an_existing_dask_cluster_given_by_address(tmp_path: Path) -> None:
+    bin_dir = Path(sys.executable).parent
+    info = tmp_path / "scheduler.json"
+    common = ["--no-dashboard", "--scheduler-file", str(info)]
+    scheduler = subprocess.Popen([str(bin_dir / "dask"), "scheduler", "--port", "0", *common],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while not info.is_file() or not info.read_text().strip():
+            assert time.monotonic() < deadline, "the Dask scheduler did not start in 60 s"
+            time.sleep(0.2)
+        address = json.loads(info.read_text())["address"]
+        worker = subprocess.Popen([str(bin_dir / "dask"), "worker", "--nworkers", "1",
+                                   "--nthreads", "1", *common],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        body = SMALL.replace("backfill: [easy, conservative]", "backfill: easy")
+        ran = qsim("sweep", str(experiment(tmp_path, body)), "--out", str(tmp_path / "sweep"),
+                   "--scheduler", address, "-q")
+        assert ran.returncode == 0, ran.stderr
+        assert "6 of 6 replays done (6 run now, 0 reused), 0 failed" in ran.stderr
+        assert pq.read_table(tmp_path / "sweep" / "results.parquet").num_rows == 6
+    finally:
+        for process in (worker, scheduler):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=60)
+
+
+def test_an_unreachable_scheduler_is_an_error_naming_it(tmp_path: Path) -> None:
+    ran = qsim("sweep", str(experiment(tmp_path, SMALL)), "--out", str(tmp_path / "sweep"),
+               "--scheduler", "tcp://127.0.0.1:1")
+    assert ran.returncode == 1
+    assert "qsim sweep: error: --scheduler tcp://127.0.0.1:1: cannot connect" in ran.stderr
+
+
+@settings(max_examples=25, deadline=None)
+@given(scales=st.lists(st.sampled_from([0.5, 0.6, 0.7, 0.8, 0.9, 1.0]), min_size=1,
+                       max_size=4, unique=True),
+       factors=st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=1, max_size=4,
+                        unique=True),
+       backfills=st.lists(st.sampled_from(["easy", "conservative", "none"]), min_size=1,
+                          unique=True),
+       repetitions=st.integers(1, 3))
+def test_the_grid_expands_to_every_combination_once_with_stable_ids(
+    tmp_path_factory: pytest.TempPathFactory, scales: list[float], factors: list[float],
+    backfills: list[str], repetitions: int,
+) -> None:
+    body = (f"traces: [{{file: {LUBLIN}, arrival_scale: {scales}}}]\nmachines: flat:256\n"
+            f"policies: [fcfs, {{name: balanced, params: {{balance_factor: {factors}}}}}]\n"
+            f"backfill: {backfills}\nrepetitions: {repetitions}\n")
+    path = tmp_path_factory.mktemp("grid") / "exp.yaml"
+    path.write_text(body)
+    first, again = load_experiment(path), load_experiment(path)
+    combos = {(c.policy, dict(c.policy_options).get("balance_factor"),
+               dict(c.settings)["arrival_scale"], dict(c.settings)["backfill"].value,
+               c.repetition) for c in first.configs}
+    expected = len(scales) * (1 + len(factors)) * len(backfills) * repetitions
+    assert len(first.configs) == len(combos) == expected
+    assert [c.replay_id for c in first.configs] == [c.replay_id for c in again.configs]
+    assert len({c.replay_id for c in first.configs}) == expected

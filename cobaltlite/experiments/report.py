@@ -41,6 +41,7 @@ from cobaltlite.traces.swf import read_lines
 
 MAX_COMPARED = 8
 GANTT_MAX_JOBS = 300
+UTILIZATION_BINS = 200
 SWEEP_METRICS = (("wait.mean", "mean wait (s)"), ("bounded_slowdown.mean", "mean bounded slowdown"),
                  ("utilization", "utilization"))
 
@@ -91,7 +92,8 @@ def write_report(directory: Path, out: Path, *, gantt_hours: float = 48.0) -> Pa
     figure("Over time", "queue-utilization.png", "Queue depth and utilization over time",
            _timeline_figure(jobs, {r.label: r.summary["machine_nodes"] for r in compared}))
     figure("Categories", "categories.png",
-           "Mean wait per job category (seed 003 Tables III and IV)", _category_figure(compared))
+           "Mean wait and bounded slowdown per job category (seed 003 Fig. 6, Tables III, IV)",
+           _category_figure(compared))
     first = compared[0]
     figure("Gantt", "gantt.png",
            f"{first.label}: jobs submitted in the first {gantt_hours:g} h (grey: waiting)",
@@ -218,6 +220,27 @@ def _steps(events: list[tuple[float, int]]) -> tuple[list[float], list[int]]:
     return times, levels
 
 
+def _binned_means(times: list[float], levels: list[int],
+                  bins: int) -> tuple[list[float], list[float]]:
+    """(bin edges, time-weighted mean level per bin) of a step function that holds levels[i]
+    from times[i] to times[i + 1]: a readable curve where the raw steps are a solid band."""
+    if len(times) < 2 or times[-1] <= times[0]:
+        return [], []
+    width = (times[-1] - times[0]) / bins
+    edges = [times[0] + i * width for i in range(bins)] + [times[-1]]
+    sums = [0.0] * bins
+    index = 0  # the bin `begin` is in; both only move forward
+    for (begin, level), end in zip(zip(times, levels, strict=False), times[1:], strict=False):
+        while begin < end:
+            while index < bins - 1 and edges[index + 1] <= begin:
+                index += 1
+            stop = min(end, edges[index + 1])
+            sums[index] += level * (stop - begin)
+            begin = stop
+    return edges, [total / (high - low) for total, low, high in
+                   zip(sums, edges, edges[1:], strict=False)]
+
+
 def _timeline_figure(jobs: Mapping[str, list[Job]], nodes: Mapping[str, int]) -> Figure:
     fig = Figure(figsize=(9, 5.5))
     depth, used = fig.subplots(2, 1, sharex=True)
@@ -228,10 +251,11 @@ def _timeline_figure(jobs: Mapping[str, list[Job]], nodes: Mapping[str, int]) ->
         t, level = _steps(queued)
         depth.step([(x - origin) / 86400 for x in t], level, where="post", label=name, lw=0.8)
         t, level = _steps(busy)
-        used.step([(x - origin) / 86400 for x in t], [v / nodes[name] for v in level],
-                  where="post", label=name, lw=0.8)
+        edges, means = _binned_means(t, level, UTILIZATION_BINS)
+        used.stairs([v / nodes[name] for v in means], [(x - origin) / 86400 for x in edges],
+                    label=name, lw=0.8)
     depth.set_ylabel("queued jobs")
-    used.set_ylabel("utilization")
+    used.set_ylabel(f"utilization (mean over {UTILIZATION_BINS} bins)")
     used.set_xlabel("days since the first submission")
     for ax in (depth, used):
         ax.grid(alpha=0.3)
@@ -240,20 +264,27 @@ def _timeline_figure(jobs: Mapping[str, list[Job]], nodes: Mapping[str, int]) ->
 
 
 def _category_figure(replays: Sequence[Replay]) -> Figure:
-    fig = Figure(figsize=(11, 4))
-    axes = fig.subplots(1, 2)
+    """Seed 003 Fig. 6: mean wait and mean bounded slowdown per job-length (Table III) and
+    job-scale (Table IV) category, the replays side by side."""
+    fig = Figure(figsize=(11, 7))
+    grid = fig.subplots(2, 2)
     width = 0.8 / max(len(replays), 1)
-    for ax, key, title in zip(axes, ("by_length", "by_scale"),
-                              ("run time (Table III)", "size (Table IV)"), strict=True):
+    for column, (key, title) in enumerate((("by_length", "job length (Table III)"),
+                                           ("by_scale", "job scale (Table IV)"))):
         names = [c["name"] for c in replays[0].summary["metrics"][key]]
-        for i, replay in enumerate(replays):
-            waits = {c["name"]: c["mean_wait"] for c in replay.summary["metrics"][key]}
-            ax.bar([x + i * width for x in range(len(names))],
-                   [waits.get(n) or 0.0 for n in names], width, label=replay.label)
-        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names)
-        ax.set_title(title)
-        ax.set_ylabel("mean wait (s)")
-    axes[0].legend(fontsize="small")
+        for row, (field, unit) in enumerate((("mean_wait", "mean wait (s)"),
+                                             ("mean_bounded_slowdown", "mean bounded slowdown"))):
+            ax = grid[row][column]
+            for i, replay in enumerate(replays):
+                values = {c["name"]: c[field] for c in replay.summary["metrics"][key]}
+                ax.bar([x + i * width for x in range(len(names))],
+                       [values.get(n) or 0.0 for n in names], width, label=replay.label)
+            ax.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names)
+            ax.set_ylabel(unit)
+            if row == 0:
+                ax.set_title(title)
+    grid[0][0].legend(fontsize="small")
+    fig.tight_layout()
     return fig
 
 

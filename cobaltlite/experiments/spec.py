@@ -50,7 +50,18 @@ TOP_KEYS = ("name", "description", "traces", "machines", "policies", "backfill",
 SECTION_FIELDS = ("trace", "machine", "policy", "backfill", "out")
 """ReplaySettings fields the file sets through its own sections (or the sweep sets: out)."""
 _DATE_FIELDS = ("start", "end")
-_HINTS = typing.get_type_hints(ReplaySettings)
+
+
+def _type_hints() -> dict[str, Any]:
+    """ReplaySettings' field types; a field whose annotation cannot be resolved here (a name
+    imported only for type checking) keeps its text and takes values as written."""
+    try:
+        return typing.get_type_hints(ReplaySettings)
+    except NameError:
+        return {f.name: f.type for f in dataclasses.fields(ReplaySettings)}
+
+
+_HINTS = _type_hints()
 SETTING_FIELDS = tuple(f.name for f in dataclasses.fields(ReplaySettings)
                        if f.name not in SECTION_FIELDS)
 """The fields `grid:` and a trace entry may set: whatever ReplaySettings has today."""
@@ -338,13 +349,13 @@ class _Reader:
                 return None
             raise self.fail(key, "may not be empty")
         for option in options:
-            converted = self._convert(name, value, option)
+            converted = self._convert(name, key, value, option)
             if converted is not _NO:
                 return converted
         wanted = " or ".join(getattr(o, "__name__", str(o)) for o in options)
         raise self.fail(key, f"{value!r} is not a {wanted}")
 
-    def _convert(self, name: str, value: Any, option: Any) -> Any:
+    def _convert(self, name: str, key: str, value: Any, option: Any) -> Any:
         if option is type(None):
             return _NO
         if option is bool:
@@ -362,13 +373,20 @@ class _Reader:
         if option is str:
             return value if isinstance(value, str) else _NO
         if option is Path:
-            return self.file(value, name) if isinstance(value, str) else _NO
+            return self.file(value, key) if isinstance(value, str) else _NO
         if isinstance(option, type) and issubclass(option, enum.Enum):
             try:
                 return option(value)
             except ValueError:
                 return _NO
-        return value  # a type this module does not know: the replay checks it
+        if isinstance(option, type):
+            # A structured setting (a class of its own): only a value of that class would do,
+            # and YAML cannot write one, so say so now rather than fail in every replay.
+            if isinstance(value, option):
+                return value
+            raise self.fail(key, f"{option.__name__} values cannot be given in an experiment "
+                            "file (only numbers, text, booleans, files and choices)")
+        return value  # an annotation this module cannot resolve: the replay checks the value
 
 
 _NO = object()
