@@ -13,8 +13,8 @@ from cobaltlite.errors import CobaltliteError
 
 SWEEP_EPILOG = """\
 example:
-  qsim sweep simulator/experiments/lublin-balance.yaml --workers 2
-  qsim report sweeps/lublin-balance
+  qsim sweep simulator/experiments/lublin-balance-factor.yaml --workers 2
+  qsim report sweeps/lublin-balance-factor
 
 The experiment file's format is in docs/experiments.md. Outputs: DIR/results.parquet (or .csv),
 one row per replay (configuration + every metric); DIR/replays/ID/summary.json and
@@ -45,7 +45,9 @@ def sweep_parser() -> argparse.ArgumentParser:
         description="Run every replay of an experiment file as a dask.distributed task and "
         "collect one row per replay.",
         epilog=SWEEP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiment", type=Path, metavar="FILE", help="the experiment (YAML)")
+    parser.add_argument("experiment", type=Path, metavar="FILE",
+                        help="the experiment (YAML); - reads it from standard input, its "
+                        "relative file names then relative to the current directory")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="output directory (default: sweeps/NAME, NAME from the file)")
     parser.add_argument("--scheduler", metavar="ADDRESS",

@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import re
+import sys
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -134,7 +135,7 @@ class ReplayConfig:
 
 @dataclass(frozen=True)
 class Experiment:
-    path: Path
+    text: str                          # the file as read (a sweep keeps a copy)
     name: str
     configs: tuple[ReplayConfig, ...]
     parameter_names: tuple[str, ...]   # every policy parameter the experiment sets
@@ -156,11 +157,17 @@ def plain(value: Any) -> Any:
     return value
 
 
+STDIN = Path("-")
+"""The experiment file name that means standard input (its relative paths are relative to the
+current directory)."""
+
+
 def load_experiment(path: Path) -> Experiment:
     """Read, check and expand an experiment file; any mistake is an ExperimentError."""
-    where = str(path)
+    where = "<stdin>" if path == STDIN else str(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        text = sys.stdin.read() if path == STDIN else path.read_text()
+        data = yaml.safe_load(text)
     except OSError as exc:
         raise ExperimentError(f"{where}: cannot read the experiment file: {exc.strerror}") from None
     except yaml.YAMLError as exc:
@@ -172,8 +179,8 @@ def load_experiment(path: Path) -> Experiment:
     for required in ("traces", "machines", "policies"):
         if required not in data:
             raise ExperimentError(f"{where}: {required}: missing (required)")
-    reader = _Reader(path)
-    name = data.get("name", path.stem)
+    reader = _Reader(where, Path.cwd() if path == STDIN else path.resolve().parent)
+    name = data.get("name", "experiment" if path == STDIN else path.stem)
     if not isinstance(name, str) or not name or "/" in name:
         raise ExperimentError(f"{where}: name: {name!r} must be a non-empty name without '/'")
 
@@ -217,7 +224,7 @@ def load_experiment(path: Path) -> Experiment:
     if clash:
         raise ExperimentError(f"{where}: policies: parameter {min(clash)!r} has the name of a "
                               "configuration column")
-    return Experiment(path, name, tuple(configs), tuple(names))
+    return Experiment(text, name, tuple(configs), tuple(names))
 
 
 def _list(value: Any, where: str, key: str) -> list[Any]:
@@ -245,10 +252,9 @@ def _check_keys(data: Mapping[str, Any], allowed: typing.Iterable[str], where: s
 class _Reader:
     """Checks and converts the parts of one experiment file, naming the file and key."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.where = str(path)
-        self.base = path.resolve().parent
+    def __init__(self, where: str, base: Path) -> None:
+        self.where = where
+        self.base = base  # what relative file names are relative to
         self._machines_seen: set[tuple[str, str | None]] = set()
 
     def fail(self, key: str, message: str) -> ExperimentError:

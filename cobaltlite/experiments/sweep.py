@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -129,7 +128,7 @@ def run_sweep(
         raise InputError(f"--table {table_format!r}: choose one of {', '.join(TABLE_FORMATS)}")
     console = console or Console(stderr=True)
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(experiment.path, out / "experiment.yaml")
+    _write_atomically(out / "experiment.yaml", experiment.text)
     info = {"name": experiment.name, "swept": [*experiment.swept, "repetition"],
             "policy_parameters": list(experiment.parameter_names)}
     _write_atomically(out / SWEEP_INFO, json.dumps(info, indent=2) + "\n")
@@ -223,8 +222,10 @@ def _dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
         with client:
             yield client
         return
+    # The scheduler's HTTP endpoint on any free port: the default 8787 clashes with every other
+    # LocalCluster on the machine.
     with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                      processes=True, dashboard_address=None,
+                      processes=True, dashboard_address=":0",
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         yield client
 
