@@ -49,7 +49,7 @@ FULL_HEADER = ("JobID", "JobName", "User", "WallTime", "QueuedTime", "RunTime", 
 LONG_HEADER = (*FULL_HEADER[:13], "User_Hold", "Admin_Hold", *FULL_HEADER[13:],
                "SubmitTime", "Path", "OutputDir", "ErrorPath", "OutputPath", "CobaltLog", "Envs",
                "Command", "Args", "Project", "Dependencies", "S", "Notify", "Score", "attrs",
-               "user_list", "EndTime", "ExitStatus")
+               "user_list", "EndTime", "ExitStatus", "EndReason")
 QUEUE_HEADER = ("Name", "Users", "Groups", "MinTime", "MaxTime", "MaxRunning", "MaxQueued",
                 "MaxUserNodes", "MaxNodeHours", "TotalNodes", "State")
 
@@ -188,6 +188,8 @@ JOB_COLUMNS: dict[str, Column] = {
     "attrs": _field("attrs", _joined(":")),
     "user_list": _field("user_list", _joined(":")),
     "exitstatus": _field("exit_status"),
+    # Why the job's last run ended; on a queued job, why it was resubmitted (a failure).
+    "endreason": _field("end_reason"),
 }
 
 

@@ -54,7 +54,15 @@ from cobaltlite.traces.model import TraceReadResult
 TABLE_FORMATS = ("parquet", "csv")
 SWEEP_INFO = "sweep.json"
 """Beside the results: the experiment's name and its swept columns (what `qsim report` plots)."""
-_AFTER_READING = frozenset((*WINDOW_FIELDS, "backfill", "slowdown_bound"))
+# Settings that act after the trace is read (select_window, the scheduler, the metrics, the
+# machine's allocation cost and its failures): replays differing only in these share one read.
+# Any other setting, including one added later, is part of the reading's key: a new field costs
+# at worst one more read, never a reading shared by replays that should differ.
+_AFTER_READING = frozenset((
+    *WINDOW_FIELDS, "backfill", "slowdown_bound", "alpha", "beta", "failure_log", "mtbf_hours",
+    "weibull_scale", "weibull_shape", "failure_seed", "repair_time", "predictor", "sensitivity",
+    "specificity",
+))
 _SUMMARY_COUNTS = ("jobs_skipped_reading", "jobs_skipped_unplaceable", "scheduling_passes")
 
 

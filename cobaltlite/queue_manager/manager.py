@@ -28,6 +28,8 @@ from cobaltlite.timefmt import format_hms
 
 log = structlog.get_logger("queue-manager")
 
+FAILURE_END_REASON = "component failure"
+"""End reason of a job killed because a component under it failed (partadm --fail)."""
 ACCEPTING_QUEUE_STATES = frozenset({"running", "stopped"})
 SCHEDULED_QUEUE_STATES = frozenset({"running", "draining"})
 
@@ -425,6 +427,37 @@ class QueueManager:
             "Resource_List.walltime": format_hms(job["walltime"]),
         })
         log.info("job ended", jobid=jobid, exit_status=exit_status, reason=reason)
+        self.wake_scheduler()
+        return True
+
+    def job_killed_by_failure(self, jobid: int, component: str, end_time: float,
+                              resubmit: bool) -> bool:
+        """The system killed the job because `component`, under its place, failed.
+
+        With `resubmit` the job goes back to its queue keeping its original submission time
+        and restarts from the beginning (seed 003 §VI-A3); otherwise, or when its owner was
+        deleting it, it ends. Either way its end reason is "component failure". Accounting, as
+        Qsim's job log writes it: an A record (reason=failure, the component, the lost run),
+        then R (queued again) or E. Idempotent, as job_ended: the system may repeat it."""
+        with self._lock:
+            job = self.store.job(jobid)
+            if job is None or job["state"] not in states.ACTIVE_STATES:
+                return True
+            start = job["starttime"] or end_time
+            self.accounting.write(end_time, "A", jobid, {
+                "reason": "failure", "component": component,
+                "lost_runtime": int(end_time - start), "lost_exec_host": job["location"] or ""})
+            if not resubmit or job["state"] == states.KILLING:
+                return self.job_ended(jobid, None, FAILURE_END_REASON, end_time)
+            self.store.update_job(jobid, {"state": states.QUEUED, "location": None,
+                                          "starttime": None, "end_reason": FAILURE_END_REASON},
+                                  expect_states=[job["state"]])
+        self.accounting.write(end_time, "R", jobid, {
+            "queue": job["queue"], "user": job["user"], "account": job["project"],
+            "qtime": int(job["submittime"]), "Resource_List.nodect": job["nodes"],
+            "Resource_List.walltime": format_hms(job["walltime"])})
+        log.info("job requeued after a failure", jobid=jobid, component=component,
+                 location=job["location"])
         self.wake_scheduler()
         return True
 
