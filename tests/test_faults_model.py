@@ -183,3 +183,17 @@ def test_a_bad_failure_log_line_is_refused_with_file_and_line(
     path = write(tmp_path, f"1000 R00-M0\n{line}\n")
     with pytest.raises(InputError, match=f"failures.txt{message}"):
         read_failure_log(path, intrepid())
+
+
+def test_a_job_log_is_read_for_its_fail_records(tmp_path: Path) -> None:
+    path = write(tmp_path, "01/05/2009 08:00:00;Q;1;qtime=1231142400\n"
+                 "01/05/2009 08:00:00;FAIL;R00-M0;failed_at=1231142400.25 repaired=1231143600\n"
+                 "01/05/2009 09:00:00;FAIL;R01-M1;repaired=1231147200\n")
+    assert read_failure_log(path, intrepid()) == [FailureEvent(1231142400.25, "R00-M0"),
+                                                  FailureEvent(1231146000.0, "R01-M1")]
+    path.write_text("01/05/2009 08:00:00;FAIL;R00-M0;failed_at=soon\n")
+    with pytest.raises(InputError, match=r"failures\.txt:1: FAIL record"):
+        read_failure_log(path, intrepid())
+    path.write_text("01/05/2009 08:00:00;FAIL;R99-M0;repaired=1\n")
+    with pytest.raises(InputError, match=r"failures\.txt:1: .*'R99-M0'"):
+        read_failure_log(path, intrepid())
