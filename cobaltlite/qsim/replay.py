@@ -90,6 +90,7 @@ class ReplayReport:
     result: ReplayResult
     metrics: dict[str, Any]
     trace_skipped: list[str] = field(default_factory=list)
+    failure_units: int = 0  # midplanes (BG/P) or nodes (flat) failures were generated for
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary: settings, counts and metrics, nothing that depends on wall time."""
@@ -118,8 +119,12 @@ class ReplayReport:
         source: dict[str, Any] = (
             {"failure_log": str(s.failure_log)} if s.failure_log is not None else
             {"weibull_shape": s.weibull_shape, "weibull_scale": s.weibull_scale,
-             "mtbf_hours": s.mtbf_hours, "failure_seed": s.failure_seed}
+             "mtbf_hours": s.mtbf_hours, "failure_seed": s.failure_seed,
+             "failure_units": self.failure_units}
         )
+        if s.mtbf_hours is not None:  # the scale the MTBF gave, so the run can be redone by λ
+            source["weibull_scale"] = scale_for_system_mtbf(s.mtbf_hours, self.failure_units,
+                                                            s.weibull_shape)
         return {**source, "repair_time": s.repair_time, "predictor": s.predictor,
                 "sensitivity": s.sensitivity, "specificity": s.specificity}
 
@@ -205,7 +210,8 @@ def replay(
         slowdown_bound=settings.slowdown_bound,
         failure_events=result.failure_events,
     )
-    report = ReplayReport(settings, result, metrics, list(trace.skipped))
+    report = ReplayReport(settings, result, metrics, list(trace.skipped),
+                          len(machine.failure_units()) if settings.has_failures else 0)
     if settings.out is not None:
         summary = json.dumps(report.summary(), indent=2, sort_keys=True) + "\n"
         _write_atomically(settings.out / "summary.json", summary)
