@@ -64,6 +64,8 @@ def job_row(jobid: int, **fields: Any) -> dict[str, Any]:
         "submittime": NOW - 100, "starttime": None, "endtime": None, "location": None,
         "exit_status": None, "end_reason": None, "score": 0.0, "user_hold": False,
         "admin_hold": False, "dependencies": [], "user_list": ["alice"], "attrs": {},
+        "dep_hold": False, "dep_frac": None, "preemptable": False, "inputfile": None,
+        "geometry": None,
     }
     row.update(fields)
     return row

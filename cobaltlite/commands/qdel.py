@@ -11,12 +11,12 @@ import sys
 from collections.abc import Sequence
 
 from cobaltlite.commands.common import (
-    CommandError,
     CommandParser,
     Row,
     add_help_option,
     connect_queue_manager,
     format_table,
+    parse_jobids,
     print_error,
     print_lines,
     run_command,
@@ -26,21 +26,6 @@ PROG = "qdel"
 DELETED = frozenset({"deleted", "killing"})
 # The job is already on its way out (killing or exiting): what the user asked for is happening.
 ALREADY_ENDING = "ending"
-
-
-def parse_jobids(args: Sequence[str]) -> list[int]:
-    """Job ids in the order given, without repeats; Cobalt's messages for bad input."""
-    if not args:
-        raise CommandError("No Jobid(s) given")
-    jobids: list[int] = []
-    for arg in args:
-        try:
-            jobid = int(arg)
-        except ValueError:
-            raise CommandError(f"jobid must be an integer: {arg}") from None
-        if jobid not in jobids:
-            jobids.append(jobid)
-    return jobids
 
 
 def report(results: Sequence[Row]) -> int:

@@ -29,11 +29,14 @@ from cobaltlite.commands.common import (
     print_error,
     run_command,
 )
+from cobaltlite.commands.interactive import run_interactive
 
 PROG = "qsub"
 VALID_MODES = ("smp", "dual", "vn", "script")
 DEFAULT_BINARY_MODE = "smp"
 DEFAULT_UMASK = "022"
+# What an interactive job runs: it only holds the place, the user works in qsub's shell.
+INTERACTIVE_PLACEHOLDER = "/bin/sleep"
 # Variables of the submitter's environment a job gets without asking (see the --help epilog).
 INHERITED_ENV = ("PATH",)
 
@@ -80,7 +83,9 @@ def build_parser() -> CommandParser:
         help="number of processes (default: the node count)")
     add("--mode", help=f"execution mode, one of {', '.join(VALID_MODES)} "
         f"(default: {DEFAULT_BINARY_MODE}; script jobs are always 'script')")
-    add("--cwd", metavar="DIR", help="working directory of the job (default: the current one)")
+    add("-d", "--cwd", metavar="DIR",
+        help="working directory of the job (default: the current one)")
+    add("-i", "--inputfile", metavar="FILE", help="file given to the job as its stdin")
     add("-u", "--umask", metavar="OCTAL", help=f"umask of the job (default: {DEFAULT_UMASK})")
     add("--env", action="append", default=[], metavar="K=V[:K2=V2]",
         help="environment variables for the job; escape ':' and '=' in values as '\\:' and "
@@ -101,6 +106,16 @@ def build_parser() -> CommandParser:
         help="job attributes; FLAG means FLAG=true and no_FLAG means FLAG=false; "
              "may be repeated (merged)")
     add("-M", "--notify", metavar="EMAIL", help="e-mail address, stored as attribute 'notify'")
+    add("--debuglog", metavar="FILE",
+        help="file for the job's cobaltlog (default: <prefix>.cobaltlog)")
+    add("--run_project", action="store_true",
+        help="run the job as a project job: the project's users may control it")
+    add("--preemptable", action="store_true", help="mark the job preemptable")
+    add("--disable_preboot", action="store_true",
+        help="do not boot the job's place before the job starts (the job's script boots it)")
+    add("-I", "--interactive", action="store_true",
+        help="interactive job: wait for it to start, then open $SHELL in its environment "
+             "with COBALT_NODEFILE; the job ends when the shell exits (no executable)")
     add("-v", "--verbose", action="store_true",
         help="print the submission sent to the queue manager on stderr")
     add_help_option(parser, short=False)  # -h is --held, as in Cobalt
@@ -229,6 +244,16 @@ def parse_command_line(argv: Sequence[str]) -> tuple[argparse.Namespace, str, bo
     parser = build_parser()
     first = parser.parse_args(argv)
     command = _without_separator(first.command)
+    if first.interactive:
+        if command:
+            raise CommandError("An executable may not be specified if using the interactive "
+                               "option.")
+        if first.inputfile:
+            raise CommandError("Cannot specify an input file for interactive jobs.")
+        # The job holds its place while the shell is open; it is deleted when the shell exits,
+        # and the wall time ends it like any job.
+        first.command = [INTERACTIVE_PLACEHOLDER]
+        return first, INTERACTIVE_PLACEHOLDER, False
     if not command:
         raise CommandError("No executable or script specified")
     # The script is found from the command line's --cwd: its directives are not read yet.
@@ -304,7 +329,7 @@ def build_submission(
     prefix = _in_cwd(args.outputprefix, cwd) if args.outputprefix else os.path.join(cwd, "$jobid")
     outputpath = _in_cwd(args.output, cwd) if args.output else f"{prefix}.output"
     errorpath = _in_cwd(args.error, cwd) if args.error else f"{prefix}.error"
-    cobaltlog = f"{prefix}.cobaltlog"
+    cobaltlog = _in_cwd(args.debuglog, cwd) if args.debuglog else f"{prefix}.cobaltlog"
     for path in (outputpath, errorpath, cobaltlog):
         _check_parent(path)
     if args.jobname:
@@ -325,7 +350,8 @@ def build_submission(
         "nodes": args.nodecount,
         "walltime": walltime,
         "command": executable,
-        "args": list(args.command[1:]),
+        # An interactive job sleeps out its wall time unless qsub ends it first.
+        "args": [str(walltime)] if args.interactive else list(args.command[1:]),
         "cwd": cwd,
         "jobname": jobname,
         "queue": args.queue,
@@ -345,11 +371,22 @@ def build_submission(
         spec["dependencies"] = parse_dependencies(args.dependencies)
     if args.user_list:
         spec["user_list"] = parse_user_list(args.user_list)
+    if args.inputfile:
+        inputfile = _in_cwd(args.inputfile, cwd)
+        if not os.path.isfile(inputfile):
+            raise CommandError(f"file {inputfile} not found, or is not a file")
+        spec["inputfile"] = inputfile
+    # Sent only when asked for, so a plain submission is what every server version takes.
+    if args.debuglog:
+        spec["debuglog"] = cobaltlog
+    for flag in ("run_project", "preemptable", "disable_preboot"):
+        if getattr(args, flag):
+            spec[flag] = True
     return spec
 
 
 def submit(qm: QueueManagerAPI, spec: dict[str, Any], verbose: bool) -> int:
-    """Check what needs the server's knowledge, submit, and print the job id."""
+    """Check what needs the server's knowledge, submit, print the job id and return it."""
     limits = qm.limits()
     if spec["nodes"] > limits["max_job_nodes"]:
         raise CommandError(f"node count out of realistic range: {spec['nodes']} (at most "
@@ -366,15 +403,18 @@ def submit(qm: QueueManagerAPI, spec: dict[str, Any], verbose: bool) -> int:
             value = f"{spec[key]:#o}" if key == "umask" else repr(spec[key])
             print(f"{PROG}: {key} = {value}", file=sys.stderr)
     jobid = qm.submit(spec)
-    print(jobid)
-    return 0
+    print(jobid, flush=True)
+    return jobid
 
 
 def _main(argv: Sequence[str]) -> int:
     args, executable, is_script = parse_command_line(argv)
     spec = build_submission(args, executable, is_script, dict(os.environ))
     with connect_queue_manager() as qm:
-        return submit(qm, spec, args.verbose)
+        jobid = submit(qm, spec, args.verbose)
+        if args.interactive:
+            return run_interactive(qm, jobid)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
