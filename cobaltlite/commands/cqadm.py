@@ -125,7 +125,8 @@ def build_parser() -> CommandParser:
     add("--run", metavar="LOCATION", help="start jobs now on LOCATION (a partition or nodes)")
     add("-j", "--setjobid", type=int, metavar="N", help="the next job gets id N (N > current)")
     parser.add_argument("-f", "--force", action="store_true", help="with --kill or --delq")
-    parser.add_argument("targets", nargs="*", metavar="queue_or_jobid")
+    parser.add_argument("targets", nargs="*", metavar="queue_or_jobid",
+                        help="queue names for the queue actions, job ids for the job actions")
     return parser
 
 

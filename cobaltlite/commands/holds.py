@@ -28,7 +28,7 @@ def build_parser(prog: str, description: str) -> CommandParser:
     parser = CommandParser(prog=prog, usage="%(prog)s [options] <jobid> [<jobid> ...]",
                            description=description, epilog=EPILOG, add_help=False)
     add_help_option(parser)
-    parser.add_argument("jobids", nargs="*", metavar="jobid")
+    parser.add_argument("jobids", nargs="*", metavar="jobid", help="ids of the jobs")
     return parser
 
 

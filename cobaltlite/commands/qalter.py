@@ -90,7 +90,7 @@ def build_parser() -> CommandParser:
     add("--geometry", metavar="AxBxCxDxE", help="new geometry")
     add("--defer", action="store_true", help="drop the jobs' scores to 0 (let others go first)")
     add_help_option(parser)
-    add("jobids", nargs="*", metavar="jobid")
+    add("jobids", nargs="*", metavar="jobid", help="ids of the jobs to change")
     return parser
 
 

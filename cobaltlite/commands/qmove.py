@@ -31,7 +31,8 @@ def build_parser() -> CommandParser:
                "running, 2 bad command line.",
         add_help=False)
     add_help_option(parser)
-    parser.add_argument("arguments", nargs="*", metavar="queue jobid")
+    parser.add_argument("arguments", nargs="*", metavar="queue jobid",
+                        help="the target queue, then the ids of the jobs to move")
     return parser
 
 
