@@ -1,0 +1,88 @@
+"""qsub and qstat against real daemons: interactive jobs, the new qsub options, qstat -f -l.
+
+The interactive shell is scripted: SHELL=/bin/sh reads its commands from qsub's stdin, as a user
+would type them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from live import Instance
+
+from cobaltlite.commands.qstat import LONG_HEADER
+
+
+@pytest.fixture(scope="module")
+def instance() -> Iterator[Instance]:
+    running = Instance(machine="flat:4").start_retrying()
+    yield running
+    running.stop()
+
+
+def _qsub(instance: Instance, *args: str, stdin: str = "", shell: str = "/bin/sh"
+          ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cobaltlite.commands.qsub", *args],
+                          env={**instance.env, "SHELL": shell}, input=stdin,
+                          capture_output=True, text=True, timeout=60, cwd=instance.jobs_dir)
+
+
+def test_interactive_job_opens_a_shell_in_the_job_and_ends_with_it(instance: Instance) -> None:
+    commands = ('echo "job=$COBALT_JOBID size=$COBALT_JOBSIZE part=$COBALT_PARTNAME"\n'
+                'echo "nodes=$(tr "\\n" " " < "$COBALT_NODEFILE")"\n'
+                'echo "greeting=$GREETING cwd=$(pwd)"\n'
+                "exit 3\n")
+    ran = _qsub(instance, "-I", "-n", "2", "-t", "5", "--env", "GREETING=hi", stdin=commands)
+    # The shell's exit status is qsub's.
+    assert ran.returncode == 3, ran.stderr
+    jobid_line, job_line, nodes_line, env_line = ran.stdout.splitlines()
+    jobid = int(jobid_line)
+    assert job_line == f"job={jobid} size=2 part=0-1"
+    assert nodes_line == "nodes=0 1 "
+    assert env_line == f"greeting=hi cwd={instance.jobs_dir}"
+    assert f"Wait for job {jobid} to start" in ran.stderr
+    # The job ended with the shell, long before its wall time, and its node file is gone.
+    done = instance.wait_for(jobid, {"done"}, timeout=20)
+    assert done["end_reason"] == "deleted"
+    assert not list(Path(tempfile.gettempdir()).glob(f"cobalt-{jobid}-*.nodes"))
+
+
+def test_interactive_refuses_an_executable(instance: Instance) -> None:
+    ran = _qsub(instance, "-I", "-n", "1", "-t", "5", "/bin/true")
+    assert ran.returncode == 1
+    assert ran.stderr == "qsub: An executable may not be specified if using the interactive " \
+                         "option.\n"
+
+
+def test_long_listing_shows_every_field_of_the_header(instance: Instance) -> None:
+    jobid = instance.qsub("-h", "-n", "1", "-t", "5", "--jobname", "longjob", "/bin/true")
+    shown = instance.command("qstat", "-f", "-l", str(jobid))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == f"JobID: {jobid}"
+    names = [line.split(":", 1)[0].strip() for line in lines[1:] if line]
+    assert names == list(LONG_HEADER[1:])
+    fields = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
+              for line in lines[1:] if line}
+    assert fields["JobName"] == "longjob"
+    assert fields["State"] == "user_hold" and fields["S"] == "H"
+    assert fields["User_Hold"] == "True" and fields["Admin_Hold"] == "False"
+    assert fields["Kernel"] == "-"  # a Blue Gene field cobaltlite does not keep
+    instance.command("qdel", str(jobid))
+
+
+def test_reverse_reverses_the_whole_list(instance: Instance) -> None:
+    jobids = [instance.qsub("-h", "-n", "1", "-t", "5", "/bin/true") for _ in range(3)]
+    forward = instance.command("qstat", "--header", "JobID:State", *map(str, jobids))
+    backward = instance.command("qstat", "--reverse", "--header", "JobID:State",
+                                *map(str, jobids))
+    assert forward.returncode == backward.returncode == 0
+    rows = forward.stdout.splitlines()[2:]
+    assert [row.split()[0] for row in rows] == [str(j) for j in jobids]
+    assert backward.stdout.splitlines()[2:] == rows[::-1]
+    assert instance.command("qdel", *map(str, jobids)).returncode == 0
