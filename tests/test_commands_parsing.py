@@ -336,3 +336,13 @@ def test_interactive_node_file_and_environment() -> None:
         {"location": "2-3", "nodes": 2, "env": {"X": "1"}}, 7, "/tmp/n", {"HOME": "/h"})
     assert env == {"HOME": "/h", "X": "1", "COBALT_JOBID": "7", "COBALT_NODEFILE": "/tmp/n",
                    "COBALT_PARTNAME": "2-3", "COBALT_JOBSIZE": "2", "COBALT_PARTSIZE": "2"}
+
+
+@pytest.mark.parametrize("module", [qhold, qrls, qalter, qmove, cqadm, schedctl])
+def test_dash_h_is_help(module: object, capsys: pytest.CaptureFixture[str]) -> None:
+    assert module.main(["-h"]) == 0  # type: ignore[attr-defined]
+    assert capsys.readouterr().out.startswith("usage:")
+
+
+def test_qselect_dash_h_is_a_state_filter() -> None:
+    assert qselect.build_parser().parse_args(["-h", "queued"]).state == "queued"

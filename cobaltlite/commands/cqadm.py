@@ -26,6 +26,7 @@ from cobaltlite.commands.common import (
     report_results,
     run_command,
 )
+from cobaltlite.commands.qdel import report as report_deletions
 from cobaltlite.commands.qstat import QUEUE_COLUMNS, QUEUE_MISSING, render
 
 PROG = "cqadm"
@@ -213,7 +214,7 @@ def _job_action(action: str, args: argparse.Namespace, jobids: list[int],
             method, kind = HOLD_ACTIONS[action]
             results = qm.hold(jobids, kind) if method == "hold" else qm.release(jobids, kind)
         elif action == "kill":
-            results = qm.delete(jobids, args.force)
+            return report_deletions(qm.delete(jobids, args.force), PROG)
         elif action == "queue":
             results = qm.move(jobids, args.queue)
         elif action == "time":

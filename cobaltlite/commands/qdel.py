@@ -28,8 +28,9 @@ DELETED = frozenset({"deleted", "killing"})
 ALREADY_ENDING = "ending"
 
 
-def report(results: Sequence[Row]) -> int:
-    """Print the deleted jobs as Cobalt did and a line on stderr for every other id."""
+def report(results: Sequence[Row], prog: str = PROG) -> int:
+    """Print the deleted jobs as Cobalt did and a line on stderr for every other id (cqadm
+    --kill reports the same way, under its own name)."""
     deleted = [r for r in results if r["result"] in DELETED]
     if deleted:
         print("      Deleted Jobs")
@@ -39,7 +40,7 @@ def report(results: Sequence[Row]) -> int:
     for result in results:
         if result["result"] in DELETED:
             continue
-        print_error(PROG, result.get("message") or f"job {result['jobid']}: {result['result']}")
+        print_error(prog, result.get("message") or f"job {result['jobid']}: {result['result']}")
         failed = failed or result["result"] != ALREADY_ENDING
     return 1 if failed else 0
 
