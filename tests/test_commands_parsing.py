@@ -346,3 +346,8 @@ def test_dash_h_is_help(module: object, capsys: pytest.CaptureFixture[str]) -> N
 
 def test_qselect_dash_h_is_a_state_filter() -> None:
     assert qselect.build_parser().parse_args(["-h", "queued"]).state == "queued"
+
+
+def test_qsub_time_zero_is_left_to_the_queue(tmp_path: Path) -> None:
+    args, executable, is_script = qsub.parse_command_line(["-n", "1", "-t", "0", "/bin/true"])
+    assert qsub.build_submission(args, executable, is_script, {})["walltime"] == 0

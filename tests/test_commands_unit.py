@@ -275,7 +275,6 @@ def test_output_prefix_names_files_and_job(tmp_path: Path) -> None:
     (["-n", "1", "/bin/true"], "'time' not provided"),
     (["-t", "5", "/bin/true"], "'nodecount' not provided"),
     (["-n", "0", "-t", "5", "/bin/true"], "nodecount is 0 which is <= zero"),
-    (["-n", "1", "-t", "0", "/bin/true"], "'time' must be longer than zero"),
     (["-n", "1", "-t", "5", "--mode", "turbo", "/bin/true"], "Specified mode 'turbo' not valid"),
     (["-n", "1", "-t", "5", "-o", "/no/such/dir/out", "/bin/true"],
      "directory /no/such/dir does not exist"),

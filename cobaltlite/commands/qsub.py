@@ -44,7 +44,8 @@ _UNESCAPED_COLON = re.compile(r"(?<!\\):")
 _UNESCAPED_EQUALS = re.compile(r"(?<!\\)=")
 
 EPILOG = """\
-time: M, HH:MM, HH:MM:SS or DD:HH:MM:SS (seconds are kept, unlike Cobalt).
+time: M, HH:MM, HH:MM:SS or DD:HH:MM:SS (seconds are kept, unlike Cobalt); 0 means the
+queue's maximum wall time (refused by a queue without one).
 
 Script jobs: if the executable's first line starts with '#!', every line starting with
 '#COBALT ' holds options (shell quoting; '#' starts a comment), applied as if given before
@@ -302,10 +303,8 @@ def build_submission(
         raise CommandError("'time' not provided")
     if args.nodecount is None:
         raise CommandError("'nodecount' not provided")
+    # 0 is Cobalt's "the queue's maximum": the queue manager, which knows the queue, decides.
     walltime = parse_time(args.time)
-    if walltime <= 0:
-        raise CommandError("'time' must be longer than zero (Cobalt's 0 = queue maximum is not "
-                           "supported)")
     if args.nodecount <= 0:
         raise CommandError(f"nodecount is {args.nodecount} which is <= zero")
     procs = args.nodecount if args.proccount is None else args.proccount
