@@ -86,3 +86,41 @@ def test_reverse_reverses_the_whole_list(instance: Instance) -> None:
     assert [row.split()[0] for row in rows] == [str(j) for j in jobids]
     assert backward.stdout.splitlines()[2:] == rows[::-1]
     assert instance.command("qdel", *map(str, jobids)).returncode == 0
+
+
+def test_new_qsub_options_are_kept_and_shown(instance: Instance) -> None:
+    workdir = instance.jobs_dir / "work"
+    workdir.mkdir(exist_ok=True)
+    (workdir / "input.txt").write_text("from the input file\n")
+    jobid = instance.qsub("-h", "-n", "1", "-t", "5", "-d", str(workdir), "-i", "input.txt",
+                          "--debuglog", "debug.log", "--preemptable", "--run_project",
+                          "--disable_preboot", "--env", "RUN=out.$jobid", "/bin/cat")
+    fields = long_listing(instance, jobid)
+    assert fields["OutputDir"] == str(workdir)
+    assert fields["InputFile"] == str(workdir / "input.txt")
+    assert fields["CobaltLog"] == str(workdir / "debug.log")
+    assert fields["Preemptable"] == "True"
+    # $jobid in an --env value is the job's id, filled in by the queue manager.
+    assert f"RUN=out.{jobid}" in fields["Envs"].split(":")
+    instance.command("qdel", str(jobid))
+
+
+def test_bad_qsub_options_exit_non_zero_and_submit_nothing(instance: Instance) -> None:
+    before = instance.command("qstat").stdout
+    for argv, status, message in (
+        (["-i", "no-such-input", "/bin/cat"], 1, "not found, or is not a file"),
+        (["-d", "/no/such/dir", "/bin/true"], 1, "directory /no/such/dir does not exist"),
+        (["--preemptable=yes", "/bin/true"], 2, "--preemptable"),
+        (["-q", "nosuchqueue", "/bin/true"], 1, "nosuchqueue"),
+    ):
+        ran = instance.command("qsub", "-n", "1", "-t", "5", *argv)
+        assert ran.returncode == status, (argv, ran.stderr)
+        assert message in ran.stderr and ran.stdout == ""
+    assert instance.command("qstat").stdout == before
+
+
+def long_listing(instance: Instance, jobid: int) -> dict[str, str]:
+    shown = instance.command("qstat", "-f", "-l", str(jobid))
+    assert shown.returncode == 0, shown.stderr
+    return {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
+            for line in shown.stdout.splitlines()[1:] if line}

@@ -72,8 +72,10 @@ def job_row(jobid: int, **fields: Any) -> dict[str, Any]:
 
 
 def queue_row(name: str, state: str = "running", **restrictions: Any) -> dict[str, Any]:
+    unset = dict.fromkeys(("maxtime", "mintime", "users", "groups", "maxqueued", "maxnodehours",
+                           "maxrunning", "maxtotaljobs", "maxusernodes", "totalnodes"))
     return {"name": name, "state": state, "policy": "default", "priority": 0,
-            "restrictions": restrictions}
+            **unset, **restrictions}
 
 
 @pytest.fixture

@@ -94,7 +94,8 @@ def build_parser() -> CommandParser:
     action = parser.add_mutually_exclusive_group(required=True)
     add = action.add_argument
     add("--getq", action="store_true", help="list the queues with their restrictions")
-    add("--addq", action="store_true", help="create the named queues (state stopped)")
+    add("--addq", action="store_true",
+        help="create the named queues (state running, the configured default policy)")
     add("--delq", action="store_true",
         help="delete the named queues; refused while jobs are in them unless -f")
     add("--startq", action="store_true", help="queues take and run jobs (state running)")

@@ -184,7 +184,7 @@ JOB_COLUMNS: dict[str, Column] = {
     "errorpath": _field("errorpath"),
     "outputpath": _field("outputpath"),
     "cobaltlog": _field("cobaltlog"),
-    "inputfile": _field("inputfile"),
+    "inputfile": _field("inputfile", lambda path: path or MISSING),
     "envs": _field("env", _joined(":")),
     "command": _field("command"),
     "args": _field("args", lambda args: shlex.join(args) or MISSING),
@@ -208,11 +208,12 @@ JOB_COLUMNS: dict[str, Column] = {
 
 
 def _restriction(name: str, show: Callable[[Any], str] = str) -> Column:
-    return Column(lambda row, _now: (row.get("restrictions") or {}).get(name), show)
+    """A queue restriction: a key of the queue's row, None where unset."""
+    return _field(name, show)
 
 
 def _duration(value: Any) -> str:
-    """A restriction in seconds (stored as given to the admin command, maybe as text)."""
+    """maxtime or mintime: seconds, as a job's wall time."""
     return format_hms(float(value))
 
 
