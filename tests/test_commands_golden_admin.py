@@ -11,6 +11,7 @@ import pytest
 from live import Instance
 from unix_users import ALICE, Accounts, ensure_test_users
 
+from cobaltlite.commands.common import CommandError, connect_queue_manager
 from cobaltlite.commands.cqadm import GETQ_HEADER
 
 
@@ -169,3 +170,13 @@ def test_force_kill_and_next_jobid(instance: Instance) -> None:
     assert too_low.returncode == 1 and "greater" in too_low.stderr
     assert cqadm(instance, "-j", "5000").returncode == 0
     assert instance.qsub("-h", "-n", "1", "-t", "5", "/bin/true") == 5000
+
+
+def test_a_daemon_without_a_method_is_named_not_a_traceback(
+        instance: Instance, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command newer than the running daemons says so (the RPC layer checks the exposed
+    methods before calling)."""
+    monkeypatch.setenv("COBALTLITE_STATE_DIR", str(instance.state_dir))
+    with connect_queue_manager() as qm, pytest.raises(CommandError) as refused:
+        qm._call("hold_forever", [1])
+    assert "does not offer 'hold_forever'" in str(refused.value)

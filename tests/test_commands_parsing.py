@@ -351,3 +351,12 @@ def test_qselect_dash_h_is_a_state_filter() -> None:
 def test_qsub_time_zero_is_left_to_the_queue(tmp_path: Path) -> None:
     args, executable, is_script = qsub.parse_command_line(["-n", "1", "-t", "0", "/bin/true"])
     assert qsub.build_submission(args, executable, is_script, {})["walltime"] == 0
+
+
+@given(st.sampled_from(["", "+", "-"]),
+       st.tuples(st.integers(0, 99), st.integers(0, 23), st.integers(0, 59),
+                 st.integers(0, 59)).map(lambda t: "{}:{:02d}:{:02d}:{:02d}".format(*t)))
+def test_relative_wall_time_is_the_absolute_one_signed(sign: str, spec: str) -> None:
+    key, seconds = qalter.parse_walltime_change(sign + spec)
+    assert key == ("walltime" if not sign else "walltime_delta")
+    assert seconds == (-1 if sign == "-" else 1) * common.parse_time(spec)
