@@ -94,12 +94,17 @@ def test_new_qsub_options_are_kept_and_shown(instance: Instance) -> None:
     (workdir / "input.txt").write_text("from the input file\n")
     jobid = instance.qsub("-h", "-n", "1", "-t", "5", "-d", str(workdir), "-i", "input.txt",
                           "--debuglog", "debug.log", "--preemptable", "--run_project",
-                          "--disable_preboot", "--env", "RUN=out.$jobid", "/bin/cat")
+                          "--disable_preboot", "--env", "RUN=out.$jobid", "-M", "me@site",
+                          "--geometry", "4x4x4x2", "/bin/cat")
     fields = long_listing(instance, jobid)
     assert fields["OutputDir"] == str(workdir)
     assert fields["InputFile"] == str(workdir / "input.txt")
     assert fields["CobaltLog"] == str(workdir / "debug.log")
     assert fields["Preemptable"] == "True"
+    assert (fields["Notify"], fields["Geometry"]) == ("me@site", "4x4x4x2")
+    altered = instance.command("qalter", "-M", "you@site", str(jobid))
+    assert altered.stdout == "notify changed from me@site to you@site\n", altered.stderr
+    assert long_listing(instance, jobid)["Notify"] == "you@site"
     # $jobid in an --env value is the job's id, filled in by the queue manager.
     assert f"RUN=out.{jobid}" in fields["Envs"].split(":")
     instance.command("qdel", str(jobid))
@@ -111,6 +116,7 @@ def test_bad_qsub_options_exit_non_zero_and_submit_nothing(instance: Instance) -
         (["-i", "no-such-input", "/bin/cat"], 1, "not found, or is not a file"),
         (["-d", "/no/such/dir", "/bin/true"], 1, "directory /no/such/dir does not exist"),
         (["--preemptable=yes", "/bin/true"], 2, "--preemptable"),
+        (["--geometry", "4x4", "/bin/true"], 1, "Invalid geometry entered: 4x4"),
         (["-q", "nosuchqueue", "/bin/true"], 1, "nosuchqueue"),
     ):
         ran = instance.command("qsub", "-n", "1", "-t", "5", *argv)

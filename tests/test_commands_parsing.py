@@ -360,3 +360,14 @@ def test_relative_wall_time_is_the_absolute_one_signed(sign: str, spec: str) -> 
     key, seconds = qalter.parse_walltime_change(sign + spec)
     assert key == ("walltime" if not sign else "walltime_delta")
     assert seconds == (-1 if sign == "-" else 1) * common.parse_time(spec)
+
+
+@pytest.mark.parametrize("text", ["4x4x4x2", "1x2x3x4x2"])
+def test_geometry_has_four_or_five_dimensions(text: str) -> None:
+    assert qsub.parse_geometry(text) == text
+
+
+@pytest.mark.parametrize("text", ["4x4", "4x4x4x4x4x4", "axbxcxd", "4x4x4x", "4X4X4X2"])
+def test_bad_geometry_is_refused(text: str) -> None:
+    with pytest.raises(CommandError, match=f"Invalid geometry entered: {text}"):
+        qsub.parse_geometry(text)

@@ -27,6 +27,7 @@ from cobaltlite.commands.qsub import (
     VALID_MODES,
     parse_attrs,
     parse_dependencies,
+    parse_geometry,
     parse_user_list,
 )
 
@@ -87,7 +88,7 @@ def build_parser() -> CommandParser:
         help="new dependencies; 'none' removes them all")
     add("--attrs", action="append", default=[], metavar="K=V[:FLAG]",
         help="attributes to set (merged into the job's)")
-    add("--geometry", metavar="AxBxCxDxE", help="new geometry")
+    add("--geometry", metavar="AxBxCxD[xE]", help="new geometry, e.g. 4x4x4x2")
     add("--defer", action="store_true", help="drop the jobs' scores to 0 (let others go first)")
     add_help_option(parser)
     add("jobids", nargs="*", metavar="jobid", help="ids of the jobs to change")
@@ -111,10 +112,12 @@ def build_changes(args: argparse.Namespace, cwd: str) -> dict[str, Any]:
             raise CommandError(f"Specified mode '{args.mode}' not valid, valid modes are: "
                                f"{', '.join(VALID_MODES)}")
         changes["mode"] = args.mode
-    for option, key in (("project", "project"), ("notify", "notify"), ("geometry", "geometry")):
+    for option in ("project", "notify"):
         value = getattr(args, option)
         if value is not None:
-            changes[key] = value
+            changes[option] = value
+    if args.geometry is not None:
+        changes["geometry"] = parse_geometry(args.geometry)
     for option, key in (("output", "outputpath"), ("error", "errorpath")):
         value = getattr(args, option)
         if value is not None:

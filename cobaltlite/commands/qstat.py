@@ -148,6 +148,11 @@ def _field(name: str, show: Callable[[Any], str] = str) -> Column:
     return Column(lambda row, _now: row.get(name), show, needs=(name,), field=name)
 
 
+def _or_missing(text: str) -> str:
+    """Text fields the queue manager keeps as "" when unset."""
+    return text or MISSING
+
+
 _NOT_KEPT = Column(lambda _row, _now: None)
 """A column of Cobalt's that names something cobaltlite does not have: shown as missing."""
 
@@ -184,7 +189,7 @@ JOB_COLUMNS: dict[str, Column] = {
     "errorpath": _field("errorpath"),
     "outputpath": _field("outputpath"),
     "cobaltlog": _field("cobaltlog"),
-    "inputfile": _field("inputfile", lambda path: path or MISSING),
+    "inputfile": _field("inputfile", _or_missing),
     "envs": _field("env", _joined(":")),
     "command": _field("command"),
     "args": _field("args", lambda args: shlex.join(args) or MISSING),
@@ -196,13 +201,12 @@ JOB_COLUMNS: dict[str, Column] = {
     "maxtasktime": _NOT_KEPT,
     "project": _field("project"),
     "dependencies": _field("dependencies", _joined(":")),
-    "notify": Column(lambda row, _now: (row.get("attrs") or {}).get("notify"),
-                     needs=("attrs",)),
+    "notify": _field("notify", _or_missing),
     "score": _field("score", format_score),
     "attrs": _field("attrs", _joined(":")),
     "user_list": _field("user_list", _joined(":")),
     "dep_frac": _field("dep_frac"),
-    "geometry": _field("geometry"),
+    "geometry": _field("geometry", _or_missing),
     "exitstatus": _field("exit_status"),
 }
 

@@ -108,7 +108,9 @@ def build_parser() -> CommandParser:
     add("--attrs", action="append", default=[], metavar="K=V[:FLAG]",
         help="job attributes; FLAG means FLAG=true and no_FLAG means FLAG=false; "
              "may be repeated (merged)")
-    add("-M", "--notify", metavar="EMAIL", help="e-mail address, stored as attribute 'notify'")
+    add("-M", "--notify", metavar="EMAIL", help="e-mail address for notices about the job")
+    add("--geometry", metavar="AxBxCxD[xE]",
+        help="Blue Gene partition shape in nodes, e.g. 4x4x4x2 (stored and shown)")
     add("--debuglog", metavar="FILE",
         help="file for the job's cobaltlog (default: <prefix>.cobaltlog)")
     add("--run_project", action="store_true",
@@ -181,6 +183,17 @@ def parse_umask(text: str) -> int:
     if not 0 <= value <= 0o777:
         raise CommandError(f"Invalid umask value {text}")
     return value
+
+
+_GEOMETRY = re.compile(r"[0-9]+(x[0-9]+){3,4}")
+
+
+def parse_geometry(text: str) -> str:
+    """Cobalt's --geometry: four (BG/P) or five (BG/Q) dimensions joined by `x`."""
+    if not _GEOMETRY.fullmatch(text):
+        raise CommandError(f"Invalid geometry entered: {text} (expected AxBxCxD or AxBxCxDxE, "
+                           "e.g. 4x4x4x2)")
+    return text
 
 
 def parse_dependencies(text: str) -> list[int]:
@@ -344,8 +357,6 @@ def build_submission(
     env = {key: environ[key] for key in INHERITED_ENV if key in environ}
     env.update(parse_env(args.env))
     attrs = parse_attrs(args.attrs)
-    if args.notify:
-        attrs["notify"] = args.notify
 
     spec: dict[str, Any] = {
         "nodes": args.nodecount,
@@ -368,6 +379,10 @@ def build_submission(
     }
     if args.project:
         spec["project"] = args.project
+    if args.notify:
+        spec["notify"] = args.notify
+    if args.geometry:
+        spec["geometry"] = parse_geometry(args.geometry)
     if args.dependencies:
         spec["dependencies"] = parse_dependencies(args.dependencies)
     if args.user_list:
