@@ -2,8 +2,9 @@
 
 A record is one line, `MM/DD/YYYY HH:MM:SS;<type>;<id>;key=value key=value ...`. The type is a
 letter code: Q queued, S started, E ended, D deleted, A aborted (wall-time limit), plus task,
-hold, rerun and checkpoint records for jobs (TS, TE, QA, HA, HR, R, C) and reservation records
-(B, F, K, k, Y, U, YA) whose id is a reservation, not a job. Nested attribute dictionaries are
+hold, rerun and checkpoint records for jobs (TS, TE, QA, HA, HR, R, C), reservation records
+(B, F, K, k, Y, U, YA) whose id is a reservation, not a job, and cobaltlite's FAIL record whose
+id is a failed machine component (docs/fault-aware.md). Nested attribute dictionaries are
 flattened with dots (`Resource_List.nodect=512`) and keys are sorted.
 
 Differences from Cobalt, on purpose:
@@ -27,8 +28,12 @@ from cobaltlite.errors import InputError
 from cobaltlite.traces.model import TraceJob, TraceReadResult
 from cobaltlite.traces.swf import ESTIMATES, read_lines
 
+FAILURE_RECORD = "FAIL"
+"""A machine component failed (Qsim under failures): `FAIL;R00-M0;repaired=T killed=J1:J2`."""
 RESERVATION_RECORDS = frozenset({"B", "F", "K", "k", "Y", "U", "YA"})
 """Record types about reservations; the trace reader ignores them."""
+NOT_JOB_RECORDS = RESERVATION_RECORDS | {FAILURE_RECORD}
+"""Records whose id is not a job: the trace reader skips them."""
 
 _NEEDS_QUOTES = re.compile(r'[\s",=]')
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"}
@@ -187,7 +192,8 @@ def read_accounting_log(
     skipped and listed in `skipped`. A malformed line (bad timestamp, missing `;` fields, a token
     that is not key=value, a non-numeric value where a number is needed) is an InputError naming
     file, line and field, or with `lenient` is skipped and listed while the job's other lines
-    still count. Reservation records are ignored.
+    still count. Reservation and FAIL records are ignored; a job killed by a failure and run
+    again (A and R records, then S and E) is read as its successful run, from its first qtime.
     """
     if estimate not in ESTIMATES:
         raise InputError(f"estimate {estimate!r}: choose one of {', '.join(ESTIMATES)}")
@@ -245,7 +251,7 @@ def _parse_line(
     line: str, zone: tzinfo
 ) -> tuple[int, str | None, float | None, dict[str, float], dict[str, str]] | None:
     """(job id, record type, timestamp, numeric fields, text fields) of a line, or None for a
-    line to ignore (reservation records)."""
+    line to ignore (reservation and FAIL records)."""
     if line[0].isdigit():
         parts = line.split(";", 3)
         if len(parts) < 3:
@@ -255,7 +261,7 @@ def _parse_line(
         stamp_text, kind, ident = parts[0], parts[1], parts[2]
         if not kind.isalpha():
             raise _Malformed(f"record type {kind!r} is not a letter code")
-        if kind in RESERVATION_RECORDS:
+        if kind in NOT_JOB_RECORDS:
             return None
         stamp = _record_time(stamp_text, zone)
         pairs = _split_pairs(parts[3]) if len(parts) == 4 else []

@@ -82,6 +82,9 @@ class Config:
     utility_file: str = ""  # a Python file of site utility functions; empty: builtins only
     utility_reload: str = "auto"  # auto: reload when the file changes; manual: schedctl only
     utility_budget: float = 2.0  # seconds one policy may spend scoring one pass
+    # Allocation_Cost = alpha·BLK_f + beta·P_f (seed 003 §IV-B; docs/fault-aware.md).
+    allocation_alpha: float = 1.0
+    allocation_beta: float = 1.0
     # Components named here listen at this address instead of their socket under sockets/.
     addresses: dict[str, Address] = field(default_factory=dict)
 
@@ -131,6 +134,7 @@ _KEYS = {f.name for f in fields(Config)} - {"state_dir"}
 # Intervals the daemons sleep between passes: zero or less would spin.
 _POSITIVE = frozenset({"scheduler_interval", "metrics_interval", "utility_budget"})
 _NON_NEGATIVE = frozenset({"kill_grace"})
+_WEIGHTS = frozenset({"allocation_alpha", "allocation_beta"})
 
 DEFAULT_CONFIG_TEXT = """\
 # cobaltlite instance configuration (see etc/cobaltlite.yaml for every option, commented).
@@ -146,6 +150,8 @@ scheduler_clock: wall      # wall | queue-manager (a scheduler driven by Qsim ov
 utility_file: ""           # site utility functions (see etc/utility-functions.py)
 utility_reload: auto       # auto: reload when the file changes | manual: schedctl --reread-policy
 utility_budget: 2          # seconds one policy may spend scoring one pass
+allocation_alpha: 1        # weight of BLK_f (partitions a placement blocks) in the allocation cost
+allocation_beta: 1         # weight of P_f (the place's failure chance) in the allocation cost
 # addresses: {system: "tcp:127.0.0.1:7001"}  # where components listen; default: sockets/
 """
 
@@ -197,6 +203,10 @@ def load_config(state_dir: Path | None = None) -> Config:
                                          and math.isfinite(value)):
             raise InputError(f"{path}: option {key}: {value!r} must be a number of seconds, "
                              "zero or more")
+        if key in _WEIGHTS and not (isinstance(value, float) and value >= 0
+                                    and math.isfinite(value)):
+            raise InputError(f"{path}: option {key}: {value!r} must be a weight, a number zero "
+                             "or more")
         setattr(config, key, value)
     return config
 

@@ -172,7 +172,8 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
                          "choose wall or queue-manager")
 
     def make_site() -> RemoteSite:
-        return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock)
+        return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock,
+                          alpha=config.allocation_alpha, beta=config.allocation_beta)
 
     loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval)
     daemons = [serve_component(config, "scheduler", ComponentAPI(loop)),

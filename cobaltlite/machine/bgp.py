@@ -9,6 +9,9 @@ every mask is the i-th schedulable block in name order. Relations are computed o
 
 The allocation state is two integers (`_blocked`, `_available`) plus a dict of holders, so a
 scheduling pass reads the machine without copying it.
+
+Out of service are the blocks sharing a node card with an offline block (`set_usable`) or
+containing a failed component (`fail`): one `_usable` mask covers both.
 """
 
 from __future__ import annotations
@@ -18,7 +21,17 @@ from bisect import bisect_left
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits
 from cobaltlite.machine.description import BGPDescription
-from cobaltlite.machine.model import OVERDUE_GRACE, FailureChance, NoFailures
+from cobaltlite.machine.model import (
+    NOT_IN_SERVICE,
+    OVERDUE_GRACE,
+    FailureChance,
+    NoFailures,
+    TwoLevelChance,
+)
+
+COST_DIGITS = 9
+"""Allocation costs are compared rounded: costs equal on paper (0.6 + 0.6 and 2 - 0.8) must tie,
+and so go to the first name, whatever order the floating-point sums were done in."""
 
 
 class BGPMachine:
@@ -33,7 +46,6 @@ class BGPMachine:
         self.name = description.name
         self.total_nodes = description.size
         self.failures = failures or NoFailures()
-        self._fault_free = isinstance(self.failures, NoFailures)
         self.alpha = alpha
         self.beta = beta
 
@@ -46,7 +58,16 @@ class BGPMachine:
         self.index = {name: i for i, name in enumerate(self.names)}
         self.block_size = [b.size for b in blocks]
 
+        # Every node card of the table gets a bit, schedulable or not, so any can be failed.
         card_bit: dict[str, int] = {}
+        for block in description.blocks:
+            _mask_of(block.nodecards, card_bit)
+        self._card_bit = card_bit
+        self._midplane_cards: dict[str, int] = {}
+        for card, bit in card_bit.items():
+            midplane = card.rpartition("-")[0]
+            self._midplane_cards[midplane] = self._midplane_cards.get(midplane, 0) | (1 << bit)
+        self._block_cards = {b.name: b.nodecards for b in description.blocks}
         wire_bit: dict[str, int] = {}
         cards = [_mask_of(b.nodecards, card_bit) for b in blocks]
         self._cards = cards
@@ -75,12 +96,25 @@ class BGPMachine:
             self.size_mask[size] |= 1 << i
 
         self._all = (1 << n) - 1
-        self._usable = self._all  # schedulable, and no node card of it is offline
+        self._usable = self._all  # schedulable, no node card of it offline, nothing failed in it
         self._offline: set[int] = set()
+        self._failed: dict[str, int] = {}  # failed component -> its node-card mask
+        self._failed_blocks = 0  # blocks containing a node card of a failed component
+        self._over_component: dict[str, int] = {}
         self._blocked = 0
         self._available = self._usable
         self._held: dict[int, tuple[int, float]] = {}  # jobid -> (block index, expected end)
         self._held_nodes = 0
+
+    @property
+    def failures(self) -> FailureChance:
+        return self._failures
+
+    @failures.setter
+    def failures(self, source: FailureChance) -> None:
+        self._failures = source
+        self._fault_free = isinstance(source, NoFailures)
+        self._two_level = source if isinstance(source, TwoLevelChance) else None
 
     # ---- the present -------------------------------------------------------------------
 
@@ -109,7 +143,7 @@ class BGPMachine:
 
         BLK_f(X) sums (1 - P_f(Y)) over the available blocks Y that X would newly block (seed
         003 §IV-B step 3). Ties go to the block whose name sorts first: deterministic, and the
-        same rule in every component.
+        same rule in every component; costs tie when equal to COST_DIGITS decimals.
         """
         available, related = self._available, self.related
         best, best_cost = -1, 0.0
@@ -119,14 +153,45 @@ class BGPMachine:
                 if best < 0 or cost < best_cost:
                     best, best_cost = i, cost
             return best
+        if self._two_level is not None:
+            return self._cheapest_two_level(self._two_level, candidates, start, end)
         chance, names = self.failures.chance, self.names
         for i in iter_bits(candidates):
             newly_blocked = iter_bits(related[i] & available)
             blk_f = sum(1.0 - chance(names[j], start, end) for j in newly_blocked)
-            cost = self.alpha * blk_f + self.beta * chance(names[i], start, end)
+            cost = round(self.alpha * blk_f + self.beta * chance(names[i], start, end), COST_DIGITS)
             if best < 0 or cost < best_cost:
                 best, best_cost = i, cost
         return best
+
+    def _cheapest_two_level(
+        self, source: TwoLevelChance, candidates: int, start: float, end: float
+    ) -> int:
+        """`cheapest` when P_f takes two values: with k newly blocked blocks of which h are
+        predicted to fail, BLK_f = k - (h·hit + (k - h)·miss), all from bit counts."""
+        hit, miss = source.hit, source.miss
+        hits = 0
+        for component in source.failing_components(start, end):
+            hits |= self._component_blocks(component)
+        available, related, alpha, beta = self._available, self.related, self.alpha, self.beta
+        best, best_cost = -1, 0.0
+        for i in iter_bits(candidates):
+            newly = related[i] & available
+            k = newly.bit_count()
+            h = (newly & hits).bit_count()
+            blk_f = k - (h * hit + (k - h) * miss)
+            cost = round(alpha * blk_f + beta * (hit if (hits >> i) & 1 else miss), COST_DIGITS)
+            if best < 0 or cost < best_cost:
+                best, best_cost = i, cost
+        return best
+
+    def _component_blocks(self, component: str) -> int:
+        """The schedulable blocks over a component, as a mask (cached: components are few)."""
+        mask = self._over_component.get(component)
+        if mask is None:
+            mask = self._over_component[component] = self._blocks_over(
+                self._component_cards(component))
+        return mask
 
     def blk(self, location: str) -> int:
         """BLK(X): available blocks that placing a job on X would newly block (seed 003 Fig. 1)."""
@@ -173,17 +238,72 @@ class BGPMachine:
             self._offline.discard(i)
         else:
             self._offline.add(i)
-        unusable = 0
+        self._refresh_usable()
+
+    def _refresh_usable(self) -> None:
+        unusable = self._failed_blocks
         for j in self._offline:
             unusable |= self._sharing_cards[j] | (1 << j)
         self._usable = self._all & ~unusable
         self._available = self._usable & ~self._blocked
 
+    # ---- failures ----------------------------------------------------------------------
+
+    def _component_cards(self, component: str) -> int:
+        """A node card, a midplane or a block, as a node-card mask."""
+        bit = self._card_bit.get(component)
+        if bit is not None:
+            return 1 << bit
+        mask = self._midplane_cards.get(component)
+        if mask is not None:
+            return mask
+        cards = self._block_cards.get(component)
+        if cards is not None:
+            return _mask_of(cards, self._card_bit)
+        raise MachineError(
+            f"{self.name}: no component {component!r} (give a midplane such as R00-M0, "
+            "a node card such as R00-M0-N04, or a block name)"
+        )
+
+    def _blocks_over(self, cards: int) -> int:
+        mask = 0
+        for i, block_cards in enumerate(self._cards):
+            if block_cards & cards:
+                mask |= 1 << i
+        return mask
+
+    def fail(self, component: str) -> list[int]:
+        over = self._component_blocks(component)
+        self._failed[component] = self._component_cards(component)
+        self._failed_blocks |= over
+        self._refresh_usable()
+        return sorted(jobid for jobid, (i, _) in self._held.items() if (over >> i) & 1)
+
+    def unfail(self, component: str) -> None:
+        self._component_cards(component)  # an unknown name is an error, even when not failed
+        if self._failed.pop(component, None) is None:
+            return
+        failed_cards = 0
+        for cards in self._failed.values():
+            failed_cards |= cards
+        self._failed_blocks = self._blocks_over(failed_cards) if failed_cards else 0
+        self._refresh_usable()
+
+    def failed_components(self) -> list[str]:
+        return sorted(self._failed)
+
+    def failure_units(self) -> list[str]:
+        return sorted(self._midplane_cards)
+
+    def places_over(self, component: str) -> list[str]:
+        return [self.names[i] for i in iter_bits(self._component_blocks(component))]
+
     def block_states(self) -> list[dict[str, object]]:
         """Each schedulable block's state as partlist shows it, in name order.
 
-        busy (a job holds it), blocked (<holder's block>) when it shares a node card with a held
-        block, blocked-wiring (<holder's block>) when it only shares a wire, offline when taken
+        failed (it contains a failed component; its holder, if any, is shown: the caller kills
+        it), busy (a job holds it), blocked (<holder's block>) when it shares a node card with a
+        held block, blocked-wiring (<holder's block>) when it only shares a wire, offline when taken
         out of service, else idle. The model knows only that a block is held, not what its job's
         processes are doing: the live system component shows a held block as Cobalt's
         `allocated`, `busy` or `cleanup` by its job's phase (cobaltlite/system/service.py), while
@@ -194,7 +314,9 @@ class BGPMachine:
         result: list[dict[str, object]] = []
         for i, name in enumerate(self.names):
             state = "idle"
-            if i in holder:
+            if (self._failed_blocks >> i) & 1:
+                state = "failed"
+            elif i in holder:
                 state = "busy"
             elif i in self._offline:
                 state = "offline"
@@ -266,7 +388,7 @@ class BGPPlanner:
             if best_i < 0 or t < best_t:
                 best_i, best_t = i, t
         if best_i < 0:
-            raise MachineError(f"no usable block of {size} nodes on {m.name}")
+            return NOT_IN_SERVICE
         self._reservations.append((best_t, best_t + duration, m.conflict[best_i]))
         return best_t, m.names[best_i]
 

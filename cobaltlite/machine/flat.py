@@ -1,7 +1,12 @@
 """A cluster without a torus: N interchangeable nodes, allocated non-contiguously.
 
-Locations are node ranges such as `0-15,32`. A job always gets the lowest-numbered free nodes:
-deterministic, and it keeps the free pool contiguous at the top for large jobs.
+Locations are node ranges such as `0-15,32`. A job gets the lowest-numbered free nodes:
+deterministic, and it keeps the free pool contiguous at the top for large jobs. With a failure
+source and β > 0 (fault-aware allocation, docs/fault-aware.md) it gets instead the free nodes of
+lowest failure chance P_f over its run, lowest-numbered first among equals: on a flat machine
+nothing is blocked by a placement, so BLK_f is 0 for every choice and only β·P_f can differ.
+
+A failed node (`fail("17")`) is neither free nor idle until `unfail`.
 """
 
 from __future__ import annotations
@@ -11,19 +16,29 @@ from bisect import bisect_left, insort
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits, lowest_bits, mask_to_ranges, ranges_to_mask
 from cobaltlite.machine.description import FlatDescription
-from cobaltlite.machine.model import OVERDUE_GRACE
+from cobaltlite.machine.model import NOT_IN_SERVICE, OVERDUE_GRACE, FailureChance, NoFailures
 
 
 class FlatMachine:
-    def __init__(self, description: FlatDescription) -> None:
+    def __init__(
+        self,
+        description: FlatDescription,
+        failures: FailureChance | None = None,
+        alpha: float = 1.0,
+        beta: float = 1.0,
+    ) -> None:
         if description.nodes <= 0:
             raise MachineError(f"machine {description.name!r}: node count must be positive")
         self.description = description
         self.name = description.name
         self.total_nodes = description.nodes
         self.min_block_size = 1
-        self._free = (1 << description.nodes) - 1
+        self.failures = failures or NoFailures()
+        self.alpha = alpha  # no placement blocks another on a flat machine: BLK_f is always 0
+        self.beta = beta
+        self._free = (1 << description.nodes) - 1  # neither held nor failed
         self._idle = description.nodes
+        self._failed = 0
         # jobid -> (node mask, node count, expected end)
         self._held: dict[int, tuple[int, int, float]] = {}
 
@@ -39,7 +54,14 @@ class FlatMachine:
     def find_location(self, nodes: int, duration: float, now: float = 0.0) -> str | None:
         if nodes > self._idle or nodes <= 0:
             return None
-        return mask_to_ranges(lowest_bits(self._free, nodes))
+        if isinstance(self.failures, NoFailures) or self.beta <= 0:
+            return mask_to_ranges(lowest_bits(self._free, nodes))
+        chance, end = self.failures.chance, now + duration
+        ranked = sorted(iter_bits(self._free), key=lambda n: (chance(str(n), now, end), n))
+        mask = 0
+        for node in ranked[:nodes]:
+            mask |= 1 << node
+        return mask_to_ranges(mask)
 
     def allocate(self, location: str, jobid: int, expected_end: float) -> int:
         try:
@@ -48,6 +70,8 @@ class FlatMachine:
             raise MachineError(f"job {jobid}: bad location {location!r}: {exc}") from None
         if mask >> self.total_nodes:
             raise MachineError(f"job {jobid}: {location!r} names nodes beyond {self.total_nodes}")
+        if mask & self._failed:
+            raise MachineError(f"job {jobid}: nodes {mask_to_ranges(mask & self._failed)} failed")
         if mask & ~self._free:
             raise MachineError(f"job {jobid}: nodes {mask_to_ranges(mask & ~self._free)} are held")
         if jobid in self._held:
@@ -59,15 +83,50 @@ class FlatMachine:
         return count
 
     def release(self, jobid: int) -> None:
-        mask, count, _ = self._held.pop(jobid)
-        self._free |= mask
-        self._idle += count
+        mask, _, _ = self._held.pop(jobid)
+        back = mask & ~self._failed
+        self._free |= back
+        self._idle += back.bit_count()
 
     def held_by(self) -> dict[int, str]:
         return {jobid: mask_to_ranges(mask) for jobid, (mask, _, _) in self._held.items()}
 
+    def _node(self, component: str) -> int:
+        if component.isdigit() and int(component) < self.total_nodes:
+            return int(component)
+        raise MachineError(
+            f"{self.name}: no component {component!r} (nodes are numbered 0 to "
+            f"{self.total_nodes - 1})"
+        )
+
+    def fail(self, component: str) -> list[int]:
+        bit = 1 << self._node(component)
+        if self._free & bit:
+            self._free &= ~bit
+            self._idle -= 1
+        self._failed |= bit
+        return sorted(jobid for jobid, (mask, _, _) in self._held.items() if mask & bit)
+
+    def unfail(self, component: str) -> None:
+        bit = 1 << self._node(component)
+        if not self._failed & bit:
+            return
+        self._failed &= ~bit
+        if not any(mask & bit for mask, _, _ in self._held.values()):
+            self._free |= bit
+            self._idle += 1
+
+    def failed_components(self) -> list[str]:
+        return sorted((str(n) for n in iter_bits(self._failed)), key=int)
+
+    def failure_units(self) -> list[str]:
+        return [str(n) for n in range(self.total_nodes)]
+
+    def places_over(self, component: str) -> list[str]:
+        return [str(self._node(component))]
+
     def block_states(self) -> list[dict[str, object]]:
-        """Each node as `busy` (with its job) or `idle`: the flat machine's partlist.
+        """Each node as `failed`, `busy` (with its job) or `idle`: the flat machine's partlist.
 
         As for Blue Gene/P blocks, the live system component shows a held node as `allocated`,
         `busy` or `cleanup` by its job's phase (cobaltlite/system/service.py).
@@ -76,7 +135,9 @@ class FlatMachine:
         for jobid, (mask, _, _) in self._held.items():
             for node in iter_bits(mask):
                 owner[node] = jobid
-        return [{"name": str(n), "size": 1, "state": "busy" if n in owner else "idle",
+        failed = self._failed
+        return [{"name": str(n), "size": 1,
+                 "state": "failed" if (failed >> n) & 1 else "busy" if n in owner else "idle",
                  "jobid": owner.get(n)} for n in range(self.total_nodes)]
 
     def planner(self, now: float) -> FlatPlanner:
@@ -90,9 +151,12 @@ class FlatPlanner:
         self._machine = machine
         self._now = now
         ends: dict[float, int] = {}
-        for _, count, end in machine._held.values():
+        failed = machine._failed
+        for mask, count, end in machine._held.values():
             when = max(end, now + OVERDUE_GRACE) if end <= now else end
-            ends[when] = ends.get(when, 0) + count
+            # A held node that has failed does not come back when its job ends.
+            back = (mask & ~failed).bit_count() if failed else count
+            ends[when] = ends.get(when, 0) + back
         self._times = [now]
         self._free = [machine._idle]
         running_free = machine._idle
@@ -130,8 +194,11 @@ class FlatPlanner:
         return self._machine.find_location(nodes, duration, self._now)
 
     def reserve_earliest(self, nodes: int, duration: float) -> tuple[float, str]:
-        if nodes > self._machine.total_nodes:
-            raise MachineError(f"{nodes} nodes can never fit on {self._machine.total_nodes}")
+        machine = self._machine
+        if nodes > machine.total_nodes:
+            raise MachineError(f"{nodes} nodes can never fit on {machine.total_nodes}")
+        if nodes > machine.total_nodes - machine._failed.bit_count():
+            return NOT_IN_SERVICE
         times, free = self._times, self._free
         last = len(times) - 1
         first = -1  # first segment of the current run of segments with enough free nodes
@@ -145,7 +212,7 @@ class FlatPlanner:
                 start = times[first]
                 self._take(start, start + duration, nodes)
                 return start, f"{nodes} nodes"
-        raise AssertionError("the last segment of a profile always has every node free")
+        raise AssertionError("the last segment of a profile has every node in service free")
 
     def commit(self, location: str, duration: float) -> None:
         self._take(self._now, self._now + duration, ranges_to_mask(location).bit_count())

@@ -7,7 +7,7 @@ Two implementations sit behind these protocols: `bgp.BGPMachine` (partitions ove
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 
@@ -20,6 +20,22 @@ class FailureChance(Protocol):
     """Pluggable source of P_f (seed 003 §IV-B): chance that `location` fails in [start, end)."""
 
     def chance(self, location: str, start: float, end: float) -> float: ...
+
+
+@runtime_checkable
+class TwoLevelChance(Protocol):
+    """A P_f source of two values: `hit` for a place with a failure predicted in the window,
+    `miss` for every other place. Saying which components are predicted to fail lets a machine
+    compute BLK_f for all candidates with bit operations instead of one call per block."""
+
+    hit: float
+    miss: float
+
+    def chance(self, location: str, start: float, end: float) -> float: ...
+
+    def failing_components(self, start: float, end: float) -> list[str]:
+        """The components with a failure predicted in [start, end): P_f = hit over them."""
+        ...
 
 
 class NoFailures:
@@ -42,7 +58,10 @@ class Planner(Protocol):
         ...
 
     def reserve_earliest(self, nodes: int, duration: float) -> tuple[float, str]:
-        """Reserve the earliest place and time a job of this size can run; return (start, where)."""
+        """Reserve the earliest place and time a job of this size can run; return (start, where).
+
+        Only places in service are considered; with none of this size, `NOT_IN_SERVICE`.
+        """
         ...
 
     def commit(self, location: str, duration: float) -> None:
@@ -50,11 +69,37 @@ class Planner(Protocol):
         ...
 
 
+NOT_IN_SERVICE = (float("inf"), "")
+"""What `Planner.reserve_earliest` returns when every place of the size asked is out of service
+(failed or offline): no reservation is made, so nothing is held back for a job that cannot run
+until a repair, whose time the machine does not know."""
+
+
 class Machine(Protocol):
+    """A machine's present: places, who holds them, which components have failed.
+
+    Fault awareness (seed 003 §IV-B, docs/fault-aware.md) is three settable attributes:
+    `failures` (the P_f source), `alpha` and `beta` (the weights of Allocation_Cost). They may be
+    replaced at any time; the next placement uses the new values.
+
+    Components: a Blue Gene/P machine names a midplane (`R00-M0`), a node card (`R00-M0-N04`) or
+    a block (meaning all its node cards); a flat machine names a node by its number (`17`), as
+    `block_states` does. A failed component is out of service until `unfail`: while it is,
+    `find_location` and every planner never return a place that includes it, and
+    `block_states` shows each such place with state `failed`.
+    """
+
     name: str
     total_nodes: int
     min_block_size: int
     """n_s of seed 003 Table II: the smallest allocation unit jobs are placed on."""
+    failures: FailureChance
+    """Where P_f(X) comes from; `NoFailures()` (the default) makes the cost plain BLK(X)."""
+    alpha: float
+    """Weight of BLK_f(X) in Allocation_Cost (seed 003 §IV-B; 1.0 by default)."""
+    beta: float
+    """Weight of P_f(X) in Allocation_Cost (seed 003 §IV-B; 1.0 by default). On a flat machine
+    β > 0 with a failure source means: take the free nodes of lowest P_f."""
 
     @property
     def description(self) -> BGPDescription | FlatDescription:
@@ -95,4 +140,34 @@ class Machine(Protocol):
 
     def held_by(self) -> dict[int, str]:
         """Job id -> location, for every job holding resources."""
+        ...
+
+    def fail(self, component: str) -> list[int]:
+        """Take `component` out of service; return the ids (ascending) of the jobs whose held
+        place includes it. The jobs keep their places until released: killing them is the
+        caller's business. Failing a failed component again changes nothing.
+
+        Raises MachineError naming the component when the machine has no such component.
+        """
+        ...
+
+    def unfail(self, component: str) -> None:
+        """Put `component` back in service (nothing happens if it was not failed).
+
+        Raises MachineError naming the component when the machine has no such component.
+        """
+        ...
+
+    def failed_components(self) -> list[str]:
+        """The components out of service, sorted by name, as they were given to `fail`."""
+        ...
+
+    def failure_units(self) -> list[str]:
+        """The components failures are generated for: midplanes on Blue Gene/P (seed 003
+        §VI-A3), nodes on a flat machine."""
+        ...
+
+    def places_over(self, component: str) -> list[str]:
+        """The schedulable places (block names; node numbers on a flat machine) that include
+        `component`: what a failure of it would take down. MachineError when unknown."""
         ...

@@ -9,8 +9,13 @@ from cobaltlite.machine.model import FailureChance, Machine
 
 
 def build_machine(
-    description: BGPDescription | FlatDescription, failures: FailureChance | None = None
+    description: BGPDescription | FlatDescription,
+    failures: FailureChance | None = None,
+    alpha: float = 1.0,
+    beta: float = 1.0,
 ) -> Machine:
+    """The runtime model; `failures`, `alpha` and `beta` set the allocation cost (seed 003
+    §IV-B) and stay settable on the result."""
     if isinstance(description, FlatDescription):
-        return FlatMachine(description)
-    return BGPMachine(description, failures=failures)
+        return FlatMachine(description, failures=failures, alpha=alpha, beta=beta)
+    return BGPMachine(description, failures=failures, alpha=alpha, beta=beta)

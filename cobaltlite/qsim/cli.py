@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cobaltlite.errors import CobaltliteError
+from cobaltlite.faults.predictor import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
 from cobaltlite.policy.loader import compile_file
 from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction, builtin_policy
 from cobaltlite.qsim.metrics import (
@@ -28,6 +29,12 @@ examples:
   qsim --trace lublin_256.swf.gz --machine flat:256 --policy fcfs --backfill easy
   qsim --trace intrepid-2009-first3000.6col.txt.gz --machine intrepid --policy wfp3 --out out/
   qsim --trace out/accounting.log --machine intrepid --policy fcfs   # replay a job log back
+
+failures (seed 003 §VI; docs/fault-aware.md):
+  qsim --trace intrepid-2009-first3000.6col.txt.gz --machine intrepid --schedulable all \
+       --policy wfp3 --mtbf 4 --failure-seed 7            # fault-aware (window predictor 0.6/0.6)
+  ... --mtbf 4 --failure-seed 7 --predictor none --beta 0  # ordinary allocation, same failures
+  ... --failure-log failures.txt                           # replay a failure log (TIME COMPONENT)
 
 outputs (with --out DIR): DIR/accounting.log (Q, S, E records in Cobalt's format, readable
 again by qsim) and DIR/summary.json (settings and metrics); with several policies,
@@ -72,6 +79,33 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
     return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number, zero or more")
+    return value
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
+    return value
+
+
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
 def _policy_param(text: str) -> tuple[str, float]:
@@ -190,6 +224,43 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="run-time bound of bounded slowdown (default: 10)",
     )
+    faults = parser.add_argument_group(
+        "failures and fault-aware allocation (seed 003 §IV-B, §VI-A3; docs/fault-aware.md)")
+    faults.add_argument(
+        "--alpha", type=_non_negative_float, default=1.0, metavar="W",
+        help="weight of BLK_f (blocked partitions) in the allocation cost (default: 1)")
+    faults.add_argument(
+        "--beta", type=_non_negative_float, default=1.0, metavar="W",
+        help="weight of P_f (failure chance) in the allocation cost (default: 1)")
+    source = faults.add_mutually_exclusive_group()
+    source.add_argument(
+        "--mtbf", dest="mtbf_hours", type=_positive_float, metavar="HOURS",
+        help="Weibull failures per failure unit (BG/P midplane, flat node) giving this system "
+        "MTBF; the paper's range is 4 to 20")
+    source.add_argument(
+        "--weibull-scale", type=_positive_float, metavar="SECONDS",
+        help="Weibull failures with this per-unit scale λ (paper: 1e6 to 6e6)")
+    source.add_argument(
+        "--failure-log", type=Path, metavar="FILE",
+        help="replay the failures of FILE: lines 'TIME COMPONENT' (docs/fault-aware.md)")
+    faults.add_argument(
+        "--weibull-shape", type=_positive_float, default=1.0, metavar="K",
+        help="Weibull shape k (default: 1, the paper's; exponential gaps)")
+    faults.add_argument(
+        "--failure-seed", type=_whole_number, default=1, metavar="N",
+        help="seed of the generated failures (default: 1)")
+    faults.add_argument(
+        "--repair-time", type=_non_negative_float, default=1200.0, metavar="SECONDS",
+        help="time a failed component is out of service (default: 1200, the paper's reboot)")
+    faults.add_argument(
+        "--predictor", choices=PREDICTORS, default="window",
+        help="what the allocation cost learns of failures: window (P_f = sensitivity if a "
+        "failure falls in the job's run, else 1 - specificity), perfect, or none (ordinary "
+        "allocation); default: window")
+    faults.add_argument("--sensitivity", type=_rate, default=PAPER_SENSITIVITY, metavar="P",
+                        help="predictor sensitivity (default: 0.6)")
+    faults.add_argument("--specificity", type=_rate, default=PAPER_SPECIFICITY, metavar="P",
+                        help="predictor specificity (default: 0.6)")
     parser.add_argument(
         "--out", type=Path, metavar="DIR",
         help="write DIR/accounting.log and DIR/summary.json (DIR/POLICY/... with several policies)"
@@ -254,6 +325,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 estimate=args.estimate, start=args.start, end=args.end,
                 arrival_scale=args.arrival_scale, lenient=args.lenient,
                 slowdown_bound=args.slowdown_bound, out=out,
+                alpha=args.alpha, beta=args.beta, failure_log=args.failure_log,
+                mtbf_hours=args.mtbf_hours, weibull_scale=args.weibull_scale,
+                weibull_shape=args.weibull_shape, failure_seed=args.failure_seed,
+                repair_time=args.repair_time, predictor=args.predictor,
+                sensitivity=args.sensitivity, specificity=args.specificity,
             )
             began = time.perf_counter()
             if args.quiet or not err.is_terminal:

@@ -8,6 +8,14 @@ start at t, so one pass per distinct event time suffices.
 
 A job runs for min(run time, requested time): the scheduler plans with the requested time, and a
 job that would run longer is killed at its limit, as a resource manager does.
+
+Failures (seed 003 §V, §VI-A3; docs/fault-aware.md) are a sorted list merged like the
+submissions, so a replay without one pays a single float comparison per event. At one instant,
+after the ends: components whose repair is over return to service, then each failure takes its
+component out of service for the repair time and kills every job whose place includes it. A
+killed job goes back to the queue at once and restarts from the beginning; it keeps its original
+submission time, so the metrics count its response from its first submission and the policy
+ranks it by its whole wait (under FCFS it is first again).
 """
 
 from __future__ import annotations
@@ -17,11 +25,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cobaltlite.clock import VirtualClock
+from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.machine.model import Machine
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
 from cobaltlite.traces.model import TraceJob
+
+DEFAULT_REPAIR_TIME = 1200.0
+"""Seconds a failed component is out of service: seed 003 §VI-A3's 20-minute reboot."""
 
 
 @dataclass(slots=True, eq=False)
@@ -44,6 +56,9 @@ class SimJob:
     start_time: float = -1.0
     location: str = ""
     allocated_nodes: int = 0
+    end_time: float = 0.0  # when the current run ends, if nothing kills it
+    failed_runs: int = 0
+    lost_node_seconds: float = 0.0  # held by runs that failures killed
 
 
 class ReplayObserver:
@@ -55,6 +70,12 @@ class ReplayObserver:
 
     def ended(self, job: SimJob, now: float, killed: bool) -> None: ...
 
+    def failed(self, component: str, now: float, repaired_at: float, jobids: list[int]) -> None:
+        """`component` failed at `now`, killing `jobids`; it returns at `repaired_at`."""
+
+    def killed_by_failure(self, job: SimJob, now: float, component: str) -> None:
+        """A failure of `component` killed `job`'s run; the job is back in the queue."""
+
 
 @dataclass
 class ReplayResult:
@@ -64,6 +85,8 @@ class ReplayResult:
     passes: int = 0
     events: int = 0
     skipped: list[str] = field(default_factory=list)
+    failure_events: int | None = None
+    """Failures that struck during the replay; None when no failure source was given."""
 
 
 class Qsim:
@@ -77,9 +100,15 @@ class Qsim:
         backfill: Backfill = Backfill.EASY,
         observer: ReplayObserver | None = None,
         pass_runner: Callable[[], object] | None = None,
+        failures: Sequence[FailureEvent] | None = None,
+        repair_time: float = DEFAULT_REPAIR_TIME,
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
-        RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`."""
+        RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`.
+
+        `failures` (sorted by time) strike the machine during the replay; each failed component
+        is out of service for `repair_time` seconds. None: nothing ever fails.
+        """
         self._machine = machine
         self.policy = policy
         self.observer = observer or ReplayObserver()
@@ -104,7 +133,15 @@ class Qsim:
                 )
             )
         self._pending = pending
-        self.clock = VirtualClock(pending[0].submit_time if pending else 0.0)
+        self._failures = list(failures) if failures is not None else None
+        first = [pending[0].submit_time] if pending else []
+        if self._failures:  # one before the first arrival still matters if its repair is not over
+            first.append(self._failures[0].time)
+        self._repair_time = repair_time
+        self._repairs: list[tuple[float, str]] = []  # heap of (back in service at, component)
+        self._repaired_at: dict[str, float] = {}  # failed component -> when it returns
+        self._failure_events = 0
+        self.clock = VirtualClock(min(first, default=0.0))
         self._queue: dict[int, SimJob] = {}
         self._running: dict[int, SimJob] = {}
         self._ends: list[tuple[float, int]] = []
@@ -135,8 +172,9 @@ class Qsim:
         del self._queue[jobid]
         job.start_time = now
         job.location = location
+        job.end_time = now + min(job.run_time, job.wall_time)
         self._running[jobid] = job
-        heapq.heappush(self._ends, (now + min(job.run_time, job.wall_time), jobid))
+        heapq.heappush(self._ends, (job.end_time, jobid))
         self.observer.started(job, now)
         return True
 
@@ -163,15 +201,26 @@ class Qsim:
         total, next_i, passes, events = len(pending), 0, 0, 0
         inf = float("inf")
         next_report = progress_every
-        while next_i < total or ends:
+        failures, repairs = self._failures or [], self._repairs
+        next_f = 0
+        next_fault = failures[0].time if failures else inf  # next failure or repair
+        # Jobs left queued while a repair is pending wait for it: the replay is not over.
+        while next_i < total or ends or (queue and repairs):
             t = min(
                 pending[next_i].submit_time if next_i < total else inf, ends[0][0] if ends else inf
             )
+            if next_fault <= t:
+                t = next_fault
             clock.advance_to(t)
             while ends and ends[0][0] == t:
                 _, jobid = heapq.heappop(ends)
                 self._finish(self._running.pop(jobid), t)
                 events += 1
+            if next_fault == t:
+                next_f = self._strike(failures, next_f, t)
+                events += 1
+                next_fault = min(failures[next_f].time if next_f < len(failures) else inf,
+                                 repairs[0][0] if repairs else inf)
             while next_i < total and pending[next_i].submit_time == t:
                 job = pending[next_i]
                 queue[job.jobid] = job
@@ -188,8 +237,43 @@ class Qsim:
                 progress(len(self._outcomes))
                 next_report = events + progress_every
         return ReplayResult(
-            self._outcomes, samples, machine.total_nodes, passes, events, list(self.skipped)
+            self._outcomes, samples, machine.total_nodes, passes, events, list(self.skipped),
+            None if self._failures is None else self._failure_events,
         )
+
+    def _strike(self, failures: list[FailureEvent], next_f: int, now: float) -> int:
+        """Repairs due at `now`, then the failures at `now`; return the next failure's index."""
+        machine, repairs = self._machine, self._repairs
+        while repairs and repairs[0][0] == now:
+            _, component = heapq.heappop(repairs)
+            if self._repaired_at.get(component) == now:  # not failed again meanwhile
+                del self._repaired_at[component]
+                machine.unfail(component)
+        while next_f < len(failures) and failures[next_f].time == now:
+            component = failures[next_f].component
+            next_f += 1
+            self._failure_events += 1
+            back = now + self._repair_time
+            killed = machine.fail(component)
+            if self._repaired_at.get(component, -1.0) < back:
+                self._repaired_at[component] = back
+                heapq.heappush(repairs, (back, component))
+            self.observer.failed(component, now, back, killed)
+            for jobid in killed:
+                self._kill(self._running.pop(jobid), now, component)
+        return next_f
+
+    def _kill(self, job: SimJob, now: float, component: str) -> None:
+        """End `job`'s run at a failure and put it back in the queue to start over."""
+        self._machine.release(job.jobid)
+        self._ends.remove((job.end_time, job.jobid))
+        heapq.heapify(self._ends)
+        job.failed_runs += 1
+        job.lost_node_seconds += job.allocated_nodes * (now - job.start_time)
+        self.observer.killed_by_failure(job, now, component)
+        job.start_time = -1.0
+        job.location = ""
+        self._queue[job.jobid] = job
 
     def _finish(self, job: SimJob, now: float) -> None:
         self._machine.release(job.jobid)
@@ -206,6 +290,8 @@ class Qsim:
                 requested_time=job.wall_time,
                 location=job.location,
                 killed=killed,
+                failed_runs=job.failed_runs,
+                lost_node_seconds=job.lost_node_seconds,
                 user=job.user_name,
                 project=job.project,
                 queue=job.queue,

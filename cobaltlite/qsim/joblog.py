@@ -1,10 +1,17 @@
-"""Qsim's job log: Q, S and E records in Cobalt's accounting format, readable back as a trace."""
+"""Qsim's job log: Q, S and E records in Cobalt's accounting format, readable back as a trace.
+
+Under failures (docs/fault-aware.md) it also holds, at each failure, one FAIL record whose id is
+the failed component (`repaired=` when it returns, `killed=` the job ids, `:`-joined), and for
+each job it killed an A record (`reason=failure component= lost_runtime= lost_exec_host=`) and
+an R record (the job is queued again, keeping its first `qtime`). A job's last S and E records
+describe its successful run, so reading the log back as a trace replays each job once.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cobaltlite.accounting import AccountingLog
+from cobaltlite.accounting import FAILURE_RECORD, AccountingLog
 from cobaltlite.qsim.engine import ReplayObserver, SimJob
 from cobaltlite.timefmt import format_hms
 
@@ -44,6 +51,19 @@ class AccountingObserver(ReplayObserver):
             # Cobalt writes an A (abort) record when the wall-time limit kills a job.
             self._log.write(now, "A", job.jobid, {"reason": "time_limit"})
         self._log.write(now, "E", job.jobid, fields)
+
+    def failed(self, component: str, now: float, repaired_at: float, jobids: list[int]) -> None:
+        fields: dict[str, object] = {"repaired": int(repaired_at)}
+        if jobids:
+            fields["killed"] = jobids
+        self._log.write(now, FAILURE_RECORD, component, fields)
+
+    def killed_by_failure(self, job: SimJob, now: float, component: str) -> None:
+        self._log.write(now, "A", job.jobid, {
+            "reason": "failure", "component": component,
+            "lost_runtime": int(now - job.start_time), "lost_exec_host": job.location,
+        })
+        self._log.write(now, "R", job.jobid, self._common(job))
 
     def close(self) -> None:
         self._log.close()

@@ -24,6 +24,15 @@ Definitions (all times in seconds on the trace's clock):
   the paper's ranges (65-127, 513-1023, 2049-4095 nodes, which a flat cluster produces) fall in
   the larger neighbour's lower side: Very Small ≤ 64 < Small ≤ 512 < Large ≤ 2048 < Very Large.
 
+Under failures (seed 003 §VI-B; docs/fault-aware.md), only when the replay had a failure source:
+
+* JFR = jobs killed by a failure at least once / jobs; `failed_runs` counts every killed run and
+  `events` every failure, whether or not it struck a job.
+* SULR = node-seconds held by runs that failures killed / (those + the node-seconds delivered by
+  the successful runs); `sulr_capacity` divides the same loss by N · makespan instead.
+* A job's wait is its successful start minus its first submission and its response ends at its
+  successful end, so both include the runs it lost and the waits after them.
+
 Undefined values are None, never 0 or NaN: the statistics of an empty set of jobs (no jobs, or an
 empty category), utilization over a zero-length makespan, loss of capacity with fewer than two
 samples or a zero-length sample span. Counts are 0 and shares are 0.0 when there are no jobs.
@@ -78,13 +87,16 @@ def compute_metrics(
     slowdown_bound: float = 10.0,
     length_categories: Categories = PAPER_LENGTH_CATEGORIES,
     scale_categories: Categories = PAPER_SCALE_CATEGORIES,
+    failure_events: int | None = None,
 ) -> dict[str, Any]:
     """The replay's figures as plain JSON data; see the module docstring for the definitions.
 
     Keys: jobs, killed, machine_nodes, slowdown_bound, first_submit, last_end, makespan,
     wait / response / run_time / bounded_slowdown (each {mean, median, p90, max}), utilization,
     useful_utilization, loss_of_capacity, by_length and by_scale (lists, in category order, of
-    {name, max, jobs, share, mean_wait, mean_response, mean_bounded_slowdown}).
+    {name, max, jobs, share, mean_wait, mean_response, mean_bounded_slowdown}); with
+    `failure_events` (a replay under failures) also failures = {events, jobs_hit, failed_runs,
+    jfr, lost_node_seconds, sulr, sulr_capacity}.
     """
     if machine_nodes <= 0:
         raise ValueError(f"machine_nodes must be positive, got {machine_nodes}")
@@ -135,7 +147,7 @@ def compute_metrics(
         utilization = _ratio(held / capacity)
         useful_utilization = _ratio(asked / capacity)
 
-    return {
+    metrics = {
         "jobs": n,
         "killed": killed,
         "machine_nodes": machine_nodes,
@@ -155,6 +167,22 @@ def compute_metrics(
             scale_categories, scale_limits, [job.allocated_nodes for job in outcomes]
         ),
     }
+    if failure_events is not None:
+        lost = math.fsum(job.lost_node_seconds for job in outcomes)
+        delivered = math.fsum(
+            job.allocated_nodes * run for job, run in zip(outcomes, runs, strict=True)
+        )
+        hit = sum(1 for job in outcomes if job.failed_runs)
+        metrics["failures"] = {
+            "events": failure_events,
+            "jobs_hit": hit,
+            "failed_runs": sum(job.failed_runs for job in outcomes),
+            "jfr": _ratio(hit / n) if n else None,
+            "lost_node_seconds": _seconds(lost),
+            "sulr": _ratio(lost / (lost + delivered)) if lost + delivered > 0 else None,
+            "sulr_capacity": _ratio(lost / (machine_nodes * span)) if span else None,
+        }
+    return metrics
 
 
 def loss_of_capacity(samples: Sequence[CapacitySample], machine_nodes: int) -> float | None:
@@ -292,6 +320,15 @@ def render_metrics(metrics: Mapping[str, Any], *, title: str) -> Group:
         ("useful utilization (requested nodes)", _fmt_percent(metrics["useful_utilization"])),
         ("loss of capacity", _fmt_percent(metrics["loss_of_capacity"])),
     ]
+    failures = metrics.get("failures")
+    if failures is not None:
+        rows += [
+            ("failure events", _fmt_count(failures["events"])),
+            ("runs killed by failures", _fmt_count(failures["failed_runs"])),
+            ("JFR (jobs hit by a failure)", _fmt_percent(failures["jfr"])),
+            ("SULR (node-seconds lost / delivered + lost)", _fmt_percent(failures["sulr"])),
+            ("SULR of capacity (lost / N x makespan)", _fmt_percent(failures["sulr_capacity"])),
+        ]
     for row in rows:
         headline.add_row(*row)
 
@@ -385,6 +422,30 @@ _HEADLINE: tuple[_Row, ...] = (
 )
 
 
+def _failure_value(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    def read(metrics: Mapping[str, Any]) -> Any:
+        failures = metrics.get("failures")
+        return None if failures is None else failures[key]
+
+    return read
+
+
+_FAILURE_ROWS: tuple[_Row, ...] = (
+    ("failure events", _failure_value("events"), _fmt_count, None),
+    ("runs killed by failures", _failure_value("failed_runs"), _fmt_count, "lower"),
+    ("JFR", _failure_value("jfr"), _fmt_percent, "lower"),
+    ("SULR", _failure_value("sulr"), _fmt_percent, "lower"),
+    ("SULR of capacity", _failure_value("sulr_capacity"), _fmt_percent, "lower"),
+)
+
+
+def _headline_rows(named: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[_Row, ...]:
+    """The headline rows, with the failure rows when some run had failures."""
+    if any("failures" in metrics for _, metrics in named):
+        return _HEADLINE + _FAILURE_ROWS
+    return _HEADLINE
+
+
 def _category_rows(named: Sequence[tuple[str, Mapping[str, Any]]]) -> list[_Row]:
     """Mean wait and mean bounded slowdown per category, in the first run's category order."""
     rows: list[_Row] = []
@@ -415,7 +476,7 @@ def compare_metrics(named: Sequence[tuple[str, Mapping[str, Any]]]) -> Table:
     table.add_column("")
     for name, _ in named:
         table.add_column(escape(name), justify="right")
-    for section in (_HEADLINE, _category_rows(named)):
+    for section in (_headline_rows(named), _category_rows(named)):
         for label, read, fmt, better in section:
             values = [read(metrics) for _, metrics in named]
             best = _best(values, better)
@@ -445,7 +506,7 @@ def metrics_markdown(named: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
         "| | " + " | ".join(cell(name) for name, _ in named) + " |",
         "|---|" + "---:|" * len(named),
     ]
-    for label, read, fmt, better in _HEADLINE:
+    for label, read, fmt, better in _headline_rows(named):
         values = [read(metrics) for _, metrics in named]
         best = _best(values, better)
         cells = [f"**{cell(fmt(v))}**" if i in best else cell(fmt(v)) for i, v in enumerate(values)]

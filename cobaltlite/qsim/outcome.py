@@ -18,6 +18,8 @@ class JobOutcome:
     requested_time: float
     location: str
     killed: bool          # ended by the wall-time limit rather than by itself
+    failed_runs: int = 0  # earlier runs killed by failures (seed 003 §VI-A3): it restarted
+    lost_node_seconds: float = 0.0  # nodes x seconds those killed runs held
     user: str = "unknown"
     project: str = "unknown"
     queue: str = "default"
@@ -32,6 +34,7 @@ class JobOutcome:
 
     @property
     def response(self) -> float:
+        """From the first submission to the successful end, lost runs and re-waits included."""
         return self.end_time - self.submit_time
 
 

@@ -15,16 +15,31 @@ from typing import Any
 
 from cobaltlite.accounting import read_accounting_log
 from cobaltlite.errors import InputError
+from cobaltlite.faults.failure_log import read_failure_log
+from cobaltlite.faults.predictor import (
+    PAPER_SENSITIVITY,
+    PAPER_SPECIFICITY,
+    build_predictor,
+    check_rate,
+)
+from cobaltlite.faults.sources import (
+    SPAN_AFTER_LAST_SUBMISSION,
+    FailureEvent,
+    check_weibull,
+    scale_for_system_mtbf,
+    weibull_failures,
+)
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import FlatDescription
+from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import UtilityFunction
-from cobaltlite.qsim.engine import Qsim, ReplayResult
+from cobaltlite.qsim.engine import DEFAULT_REPAIR_TIME, Qsim, ReplayResult
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.traces.intrepid_list import read_intrepid_list
-from cobaltlite.traces.model import TraceReadResult, select_window
+from cobaltlite.traces.model import TraceJob, TraceReadResult, select_window
 from cobaltlite.traces.swf import read_swf
 
 TRACE_FORMATS = ("auto", "swf", "accounting", "intrepid-list")
@@ -49,6 +64,24 @@ class ReplaySettings:
     lenient: bool = False
     slowdown_bound: float = 10.0
     out: Path | None = None
+    # Fault-aware allocation and failures (docs/fault-aware.md). Failures come from a log or
+    # from Weibull generation (system MTBF, or the per-unit scale λ); neither: none.
+    alpha: float = 1.0
+    beta: float = 1.0
+    failure_log: Path | None = None
+    mtbf_hours: float | None = None
+    weibull_scale: float | None = None
+    weibull_shape: float = 1.0
+    failure_seed: int = 1
+    repair_time: float = DEFAULT_REPAIR_TIME
+    predictor: str = "window"
+    sensitivity: float = PAPER_SENSITIVITY
+    specificity: float = PAPER_SPECIFICITY
+
+    @property
+    def has_failures(self) -> bool:
+        return (self.failure_log is not None or self.mtbf_hours is not None
+                or self.weibull_scale is not None)
 
 
 @dataclass
@@ -70,12 +103,25 @@ class ReplayReport:
             "backfill": str(s.backfill),
             "estimate": s.estimate,
             "arrival_scale": s.arrival_scale,
+            "alpha": s.alpha,
+            "beta": s.beta,
             "jobs_replayed": len(self.result.outcomes),
             "jobs_skipped_reading": len(self.trace_skipped),
             "jobs_skipped_unplaceable": len(self.result.skipped),
             "scheduling_passes": self.result.passes,
             "metrics": self.metrics,
+            **({"failure_model": self.failure_model()} if s.has_failures else {}),
         }
+
+    def failure_model(self) -> dict[str, Any]:
+        s = self.settings
+        source: dict[str, Any] = (
+            {"failure_log": str(s.failure_log)} if s.failure_log is not None else
+            {"weibull_shape": s.weibull_shape, "weibull_scale": s.weibull_scale,
+             "mtbf_hours": s.mtbf_hours, "failure_seed": s.failure_seed}
+        )
+        return {**source, "repair_time": s.repair_time, "predictor": s.predictor,
+                "sensitivity": s.sensitivity, "specificity": s.specificity}
 
 
 def detect_format(path: Path) -> str:
@@ -135,13 +181,18 @@ def replay(
     else:
         ppn = BGP_CORES_PER_NODE
     trace = read_trace(settings, ppn)
-    machine = build_machine(description)
+    machine = build_machine(description, alpha=settings.alpha, beta=settings.beta)
+    failures = failure_list(settings, machine, trace.jobs)
+    if failures is not None:
+        machine.failures = build_predictor(settings.predictor, failures, machine,
+                                           settings.sensitivity, settings.specificity)
     observer = None
     if settings.out is not None:
         settings.out.mkdir(parents=True, exist_ok=True)
         observer = AccountingObserver(settings.out / "accounting.log")
     try:
-        qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer)
+        qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer,
+                    failures=failures, repair_time=settings.repair_time)
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
         result = qsim.run(progress)
     finally:
@@ -152,12 +203,49 @@ def replay(
         result.samples,
         result.machine_nodes,
         slowdown_bound=settings.slowdown_bound,
+        failure_events=result.failure_events,
     )
     report = ReplayReport(settings, result, metrics, list(trace.skipped))
     if settings.out is not None:
         summary = json.dumps(report.summary(), indent=2, sort_keys=True) + "\n"
         _write_atomically(settings.out / "summary.json", summary)
     return report
+
+
+def failure_list(
+    settings: ReplaySettings, machine: Machine, jobs: list[TraceJob]
+) -> list[FailureEvent] | None:
+    """The replay's failures, sorted, or None without a failure source; every option is checked
+    here, before any output is written."""
+    check_rate("--sensitivity", settings.sensitivity)
+    check_rate("--specificity", settings.specificity)
+    if not settings.repair_time >= 0:
+        raise InputError(f"--repair-time {settings.repair_time!r}: must be zero or more seconds")
+    for option, value in (("--alpha", settings.alpha), ("--beta", settings.beta)):
+        if not value >= 0:
+            raise InputError(f"{option} {value!r}: must be a weight of zero or more")
+    given = [name for name, value in (("--failure-log", settings.failure_log),
+                                      ("--mtbf", settings.mtbf_hours),
+                                      ("--weibull-scale", settings.weibull_scale))
+             if value is not None]
+    if len(given) > 1:
+        raise InputError(f"{' and '.join(given)}: give one failure source, not several")
+    if settings.failure_log is not None:
+        return read_failure_log(settings.failure_log, machine)
+    units = machine.failure_units()
+    if settings.mtbf_hours is not None:
+        scale = scale_for_system_mtbf(settings.mtbf_hours, len(units), settings.weibull_shape)
+    elif settings.weibull_scale is not None:
+        scale = settings.weibull_scale
+    else:
+        return None
+    check_weibull(settings.weibull_shape, scale)
+    if not jobs:
+        return []
+    first = min(job.submit_time for job in jobs)
+    last = max(job.submit_time for job in jobs)
+    return weibull_failures(units, settings.weibull_shape, scale, first,
+                            last + SPAN_AFTER_LAST_SUBMISSION, settings.failure_seed)
 
 
 def _write_atomically(path: Path, text: str) -> None:

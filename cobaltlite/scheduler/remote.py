@@ -26,11 +26,15 @@ class RemoteJob:
 
 
 class RemoteSite:
-    def __init__(self, queue_manager: Any, system: Any, clock: Clock) -> None:
+    def __init__(
+        self, queue_manager: Any, system: Any, clock: Clock, alpha: float = 1.0, beta: float = 1.0
+    ) -> None:
+        """`alpha` and `beta` weigh the allocation cost the replica places by (seed 003 §IV-B)."""
         self.queue_manager = queue_manager
         self.system = system
         self.clock = clock
-        self._machine = build_machine(description_from_wire(system.description()))
+        self._machine = build_machine(description_from_wire(system.description()),
+                                      alpha=alpha, beta=beta)
         self._held: dict[int, str] = {}
         self._walltime: dict[int, float] = {}
 
