@@ -176,3 +176,25 @@ def test_qselect_lists_matching_job_ids(instance: Instance, accounts: Accounts) 
     none = as_user(instance, accounts, ALICE, "qselect", "-A", "no-such-project")
     assert (none.returncode, none.stdout) == (1, "")
     assert none.stderr == "qselect: Failed to match any jobs\n"
+
+
+def test_bad_input_is_refused_and_changes_nothing(instance: Instance,
+                                                  accounts: Accounts) -> None:
+    jobid = submit(instance, accounts, ALICE)
+    other = submit(instance, accounts, ALICE, "--dependencies", str(jobid))
+    before = {j: long_listing(instance, j) for j in (jobid, other)}
+    for argv, status, message in (
+        (["qalter", "--mode", "turbo", str(jobid)], 1, "Specified mode 'turbo' not valid"),
+        (["qalter", "-t", "1:99", str(jobid)], 1, "invalid time specification"),
+        (["qalter", "-n", "two", str(jobid)], 2, "invalid int value: 'two'"),
+        (["qalter", "--dependencies", str(other), str(jobid)], 1, "cycle"),
+        (["qalter", "-n", "99", str(jobid)], 1, str(jobid)),
+        (["qhold", "abc"], 1, "jobid must be an integer: abc"),
+        (["qrls", "--bogus", str(jobid)], 2, "unrecognized arguments: --bogus"),
+        (["qmove", PARKED], 1, "need a queue and at least one job id"),
+        (["qselect", "-n", "many"], 2, "invalid int value: 'many'"),
+    ):
+        ran = as_user(instance, accounts, ALICE, *argv)
+        assert ran.returncode == status, (argv, ran.stdout, ran.stderr)
+        assert message in ran.stderr, (argv, ran.stderr)
+    assert {j: long_listing(instance, j) for j in (jobid, other)} == before
