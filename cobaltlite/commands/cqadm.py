@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cobaltlite.commands.common import (
     CommandError,
@@ -161,6 +161,33 @@ def _run(args: argparse.Namespace) -> int:
     return _job_action(job_action, args, jobids, walltime)
 
 
+QueueChange = Callable[[QueueManagerClient, list[str]], None]
+
+
+def _queue_change(action: str, args: argparse.Namespace) -> QueueChange:
+    """The request a queue action sends. Built before connecting, so a malformed --setq or
+    --unsetq string is refused before anything reaches the queue manager."""
+    if action == "addq":
+        return lambda qm, names: qm.add_queues(names)
+    if action == "delq":
+        return lambda qm, names: qm.delete_queues(names, args.force)
+    if action in QUEUE_STATES:
+        return lambda qm, names: qm.set_queue_state(names, QUEUE_STATES[action])
+    if action == "setq":
+        settings = parse_setq(args.setq)
+        return lambda qm, names: qm.set_queue(names, settings)
+    if action == "unsetq":
+        keys = parse_unsetq(args.unsetq)
+        return lambda qm, names: qm.unset_queue(names, keys)
+
+    def set_policy(qm: QueueManagerClient, names: list[str]) -> None:
+        for queue in names:
+            qm.set_queue_policy(queue, args.policy)
+            print(f"queue {queue}: policy {args.policy}")
+
+    return set_policy
+
+
 def _queue_action(action: str, args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(args.targets))
     if action == "getq":
@@ -168,30 +195,14 @@ def _queue_action(action: str, args: argparse.Namespace) -> int:
             return _getq(qm, names)
     if not names:
         raise CommandError(f"--{action} needs at least one queue name")
-    # Malformed settings are refused here, before anything reaches the queue manager.
-    settings = parse_setq(args.setq) if action == "setq" else None
-    unset = parse_unsetq(args.unsetq) if action == "unsetq" else None
+    change = _queue_change(action, args)
     with connect_queue_manager() as qm:
-        if action == "addq":
-            qm.add_queues(names)
-            print("Added Queues")
-        elif action == "delq":
-            qm.delete_queues(names, args.force)
-            print("Deleted Queues")
-        elif action in QUEUE_STATES:
-            qm.set_queue_state(names, QUEUE_STATES[action])
-        elif settings is not None:
-            qm.set_queue(names, settings)
-        elif unset is not None:
-            qm.unset_queue(names, unset)
-        else:
-            for queue in names:
-                qm.set_queue_policy(queue, args.policy)
-                print(f"queue {queue}: policy {args.policy}")
-            return 0
+        change(qm, names)
         if action in ("addq", "delq"):
+            print("Added Queues" if action == "addq" else "Deleted Queues")
             print_lines([f"    {name}" for name in names])
-        else:
+        elif action != "policy":
+            # As Cobalt: the changed queues as they are now.
             _getq(qm, names)
     return 0
 
