@@ -175,7 +175,8 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
         return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock,
                           alpha=config.allocation_alpha, beta=config.allocation_beta)
 
-    loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval)
+    loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval,
+                         stopped_marker=Path(config.state_dir) / "scheduler-stopped")
     daemons = [serve_component(config, "scheduler", ComponentAPI(loop)),
                _serve_users(config.admin_socket, ControlAPI(loop, config.admin_group),
                             "scheduler-control", "the scheduler")]

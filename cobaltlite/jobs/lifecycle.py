@@ -189,7 +189,10 @@ def parent_ended(status: JobStatus, parent: int, exit_status: int | None) -> Out
     if parent not in status.waiting_on or status.state == DONE:
         return Outcome(status, ())
     if exit_status == 0:
-        return Outcome(replace(status, waiting_on=status.waiting_on - {parent}), ())
+        waiting = status.waiting_on - {parent}
+        # dep_fail speaks of the dependencies still pending: none left, nothing failed.
+        return Outcome(replace(status, waiting_on=waiting, dep_fail=status.dep_fail and bool(
+            waiting)), ())
     return Outcome(replace(status, dep_fail=True), ())
 
 

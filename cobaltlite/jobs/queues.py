@@ -21,9 +21,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from cobaltlite.errors import CobaltliteError
+import yaml
+
+from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.timefmt import format_hms
 
 QUEUE_STATES = ("running", "stopped", "draining", "dead")
@@ -128,12 +131,15 @@ def parse_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
                 raise SettingError(f"priority={value!r}: give a whole number") from None
         else:
             parsed[key] = RESTRICTIONS[key](key, value)
-    mintime = parsed.get("mintime")
-    maxtime = parsed.get("maxtime")
+    check_time_order(parsed)
+    return parsed
+
+
+def check_time_order(restrictions: Mapping[str, Any]) -> None:
+    mintime, maxtime = restrictions.get("mintime"), restrictions.get("maxtime")
     if mintime is not None and maxtime is not None and mintime > maxtime:
         raise SettingError(f"mintime {format_hms(mintime)} is longer than maxtime "
                            f"{format_hms(maxtime)}")
-    return parsed
 
 
 def check_unset_keys(keys: Iterable[Any]) -> list[str]:
@@ -177,14 +183,35 @@ class QueueLoad:
         return load
 
     def add(self, user: str, nodes: int, walltime: float, running: bool) -> None:
+        """A job of `user` joins the queue (already running when the load is rebuilt)."""
         load = self.user(user)
         load.jobs += 1
         load.node_seconds += nodes * walltime
         if running:
-            load.running += 1
-            load.running_nodes += nodes
-            self.running += 1
-            self.running_nodes += nodes
+            self.started(user, nodes)
+
+    def started(self, user: str, nodes: int) -> None:
+        load = self.user(user)
+        load.running += 1
+        load.running_nodes += nodes
+        self.running += 1
+        self.running_nodes += nodes
+
+    def stopped(self, user: str, nodes: int) -> None:
+        """A running job is back in the queue (requeued after a failure)."""
+        load = self.user(user)
+        load.running -= 1
+        load.running_nodes -= nodes
+        self.running -= 1
+        self.running_nodes -= nodes
+
+    def remove(self, user: str, nodes: int, walltime: float, running: bool) -> None:
+        """A job leaves the queue (ended, deleted, moved): the reverse of `add`."""
+        load = self.user(user)
+        load.jobs -= 1
+        load.node_seconds -= nodes * walltime
+        if running:
+            self.stopped(user, nodes)
 
 
 def state_error(queue: Mapping[str, Any]) -> str | None:
@@ -263,3 +290,79 @@ def walltime_for(queue: Mapping[str, Any], walltime: int) -> int:
         raise SettingError(f'No Max Walltime default or for queue "{queue["name"]}" defined. '
                            "Please contact system administrator")
     return int(maxtime)
+
+
+def default_queue(name: str, policy: str | None = "default") -> dict[str, Any]:
+    """A queue with no restrictions, running: what a replay without a queue configuration
+    gives every queue its trace names."""
+    return {"name": name, "state": "running", "policy": policy, "priority": 0,
+            "restrictions": {}}
+
+
+def load_queue_config(path: Path) -> list[dict[str, Any]]:
+    """A queue configuration file (YAML) as queue mappings, for Qsim:
+
+        queues:
+          default: {}
+          short: {state: running, policy: wfp3, priority: 10, maxtime: "01:00:00",
+                  maxrunning: 2, users: "alice:bob"}
+
+    Restriction values are written as for `cqadm --setq` (maxtime in minutes or HH:MM:SS). A
+    queue without `policy` is ranked by the replay's own policy (qsim --policy), and without
+    `state` it is running.
+    InputError names the file, the line and the key of the first bad entry."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"--queues {path}: cannot read it: {exc.strerror}") from None
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"--queues {path}: not YAML: {exc}") from None
+
+    def where(node: yaml.Node) -> str:
+        return f"{path}:{node.start_mark.line + 1}"
+
+    if not isinstance(root, yaml.MappingNode) or [k.value for k, _ in root.value] != ["queues"]:
+        raise InputError(f"{path}:1: expected one key, 'queues:', mapping queue names to "
+                         "their settings")
+    entries = root.value[0][1]
+    if not isinstance(entries, yaml.MappingNode) or not entries.value:
+        raise InputError(f"{where(entries)}: 'queues:' must map queue names to settings")
+    result: list[dict[str, Any]] = []
+    for name_node, body in entries.value:
+        try:
+            name = check_queue_name(name_node.value)
+        except SettingError as exc:
+            raise InputError(f"{where(name_node)}: {exc}") from None
+        if any(q["name"] == name for q in result):
+            raise InputError(f"{where(name_node)}: queue {name!r} is given twice")
+        queue = default_queue(name, None)  # no policy: the replay's --policy
+        if isinstance(body, yaml.ScalarNode) and body.value in ("", "~", "null"):
+            result.append(queue)
+            continue
+        if not isinstance(body, yaml.MappingNode):
+            raise InputError(f"{where(body)}: queue {name!r}: give a mapping of settings")
+        settings = {}
+        for key_node, value_node in body.value:
+            key = key_node.value
+            if not isinstance(value_node, yaml.ScalarNode):
+                raise InputError(f"{where(value_node)}: queues.{name}.{key}: give one value")
+            value = value_node.value
+            try:
+                if key == "state":
+                    queue["state"] = check_queue_state(value)
+                elif key == "policy":
+                    queue["policy"] = value
+                else:
+                    settings.update(parse_settings({key: value}))
+            except SettingError as exc:
+                raise InputError(f"{where(key_node)}: queues.{name}: {exc}") from None
+        try:
+            queue["priority"] = settings.pop("priority", 0)
+            queue["restrictions"] = settings
+            check_time_order(settings)
+        except SettingError as exc:
+            raise InputError(f"{where(name_node)}: queues.{name}: {exc}") from None
+        result.append(queue)
+    return result

@@ -651,10 +651,10 @@ class QueueManager:
         for name in names:
             restrictions = dict(current[name]["restrictions"] or {})
             restrictions.update({k: v for k, v in parsed.items() if k != "priority"})
-            mintime, maxtime = restrictions.get("mintime"), restrictions.get("maxtime")
-            if mintime is not None and maxtime is not None and mintime > maxtime:
-                raise SettingError(f"queue {name}: mintime {format_hms(mintime)} would be "
-                                   f"longer than maxtime {format_hms(maxtime)}")
+            try:
+                queues.check_time_order(restrictions)
+            except SettingError as exc:
+                raise SettingError(f"queue {name}: {exc}") from None
             changes[name] = {"restrictions": restrictions}
             if "priority" in parsed:
                 changes[name]["priority"] = parsed["priority"]
