@@ -27,8 +27,9 @@ def accounts() -> Accounts:
 def instance(accounts: Accounts) -> Iterator[Instance]:
     running = Instance(machine="flat:4").start_retrying()
     try:
-        for action in (["--addq", PARKED, "spare", "closed"], ["--stopq", PARKED, "spare"],
-                       ["--killq", "closed"]):
+        for action in (["--addq", PARKED, "spare", "closed", "short"],
+                       ["--stopq", PARKED, "spare", "short"], ["--killq", "closed"],
+                       ["--setq", "maxtime=00:20:00", "short"]):
             ran = running.command("cqadm", *action)
             assert ran.returncode == 0, ran.stderr
         yield running
@@ -198,3 +199,20 @@ def test_bad_input_is_refused_and_changes_nothing(instance: Instance,
         assert ran.returncode == status, (argv, ran.stdout, ran.stderr)
         assert message in ran.stderr, (argv, ran.stderr)
     assert {j: long_listing(instance, j) for j in (jobid, other)} == before
+
+
+def test_queue_restrictions_are_checked_again_at_qalter_and_qmove(
+        instance: Instance, accounts: Accounts) -> None:
+    limit = "Walltime greater than the 'short' queue max walltime of 00:20:00"
+    long_job = submit(instance, accounts, ALICE, "-t", "45")
+    ran = as_user(instance, accounts, ALICE, "qmove", "short", str(long_job))
+    assert (ran.returncode, ran.stdout) == (1, "")
+    assert ran.stderr.startswith(f"qmove: Failed to move job {long_job} to queue 'short'")
+    assert limit in ran.stderr
+    assert long_listing(instance, long_job)["Queue"] == PARKED
+
+    short_job = instance.qsub("-q", "short", "-n", "1", "-t", "10", "/bin/true",
+                              account=ALICE, accounts=accounts)
+    ran = as_user(instance, accounts, ALICE, "qalter", "-t", "+15", str(short_job))
+    assert ran.returncode == 1 and limit in ran.stderr, ran.stderr
+    assert long_listing(instance, short_job)["WallTime"] == "00:10:00"
