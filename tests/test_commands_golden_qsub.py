@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from live import Instance
 
-from cobaltlite.commands.qstat import LONG_HEADER
+from cobaltlite.commands.qstat import FULL_HEADER, LONG_HEADER
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +85,10 @@ def test_reverse_reverses_the_whole_list(instance: Instance) -> None:
     rows = forward.stdout.splitlines()[2:]
     assert [row.split()[0] for row in rows] == [str(j) for j in jobids]
     assert backward.stdout.splitlines()[2:] == rows[::-1]
+    full = instance.command("qstat", "-f", *map(str, jobids))
+    assert full.returncode == 0, full.stderr
+    assert full.stdout.split("\n", 1)[0].split() == list(FULL_HEADER)
+    assert [line.split()[0] for line in full.stdout.splitlines()[2:]] == list(map(str, jobids))
     assert instance.command("qdel", *map(str, jobids)).returncode == 0
 
 
