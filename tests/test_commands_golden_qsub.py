@@ -85,6 +85,11 @@ def test_reverse_reverses_the_whole_list(instance: Instance) -> None:
     rows = forward.stdout.splitlines()[2:]
     assert [row.split()[0] for row in rows] == [str(j) for j in jobids]
     assert backward.stdout.splitlines()[2:] == rows[::-1]
+    # Sorted on a column where all three tie: --reverse still gives the list backwards.
+    tied = [instance.command("qstat", *flags, "--sort", "State", "--header", "JobID:State",
+                             *map(str, jobids)).stdout.splitlines()[2:]
+            for flags in ([], ["--reverse"])]
+    assert tied[1] == tied[0][::-1] and tied[0] != tied[1]
     full = instance.command("qstat", "-f", *map(str, jobids))
     assert full.returncode == 0, full.stderr
     assert full.stdout.split("\n", 1)[0].split() == list(FULL_HEADER)

@@ -371,3 +371,12 @@ def test_geometry_has_four_or_five_dimensions(text: str) -> None:
 def test_bad_geometry_is_refused(text: str) -> None:
     with pytest.raises(CommandError, match=f"Invalid geometry entered: {text}"):
         qsub.parse_geometry(text)
+
+
+def test_reverse_reverses_ties_too() -> None:
+    rows = [{"jobid": j, "display_state": "queued"} for j in (3, 1, 2)]
+    forward = qstat.sort_rows(rows, ["JobID", "State"], ["State"], qstat.JOB_COLUMNS, 0.0)
+    backward = qstat.sort_rows(rows, ["JobID", "State"], ["State"], qstat.JOB_COLUMNS, 0.0,
+                               reverse=True)
+    assert [r["jobid"] for r in forward] == [3, 1, 2]
+    assert backward == forward[::-1]

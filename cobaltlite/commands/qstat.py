@@ -269,7 +269,7 @@ def sort_rows(
     columns: Mapping[str, Column], now: float, reverse: bool = False,
 ) -> list[Row]:
     """Cobalt's order: by the --sort columns, else by score when shown, else by JobID (or the
-    first column when JobID is not shown), ascending; --reverse reverses."""
+    first column when JobID is not shown), ascending; --reverse reverses the whole list."""
     shown = [name.lower() for name in header]
     if sort:
         keys = [name.lower() for name in sort]
@@ -280,8 +280,10 @@ def sort_rows(
         keys = ["jobid"]
     else:
         keys = shown[:1]
-    return sorted(rows, reverse=reverse,
-                  key=lambda row: [_sort_key(columns[k].value(row, now)) for k in keys])
+    ordered = sorted(rows, key=lambda row: [_sort_key(columns[k].value(row, now))
+                                            for k in keys])
+    # The whole list backwards, ties included (sorted(reverse=True) keeps ties in order).
+    return ordered[::-1] if reverse else ordered
 
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
