@@ -326,7 +326,7 @@ def test_interactive_takes_no_executable_and_no_input_file(tmp_path: Path) -> No
     with pytest.raises(CommandError, match="Cannot specify an input file"):
         _submission(tmp_path, "-I", "-i", "x")
     spec = _submission(tmp_path, "-I")
-    assert spec["command"] == qsub.INTERACTIVE_PLACEHOLDER and spec["args"] == ["300"]
+    assert spec["command"] == qsub.INTERACTIVE_PLACEHOLDER and spec["args"] == ["infinity"]
 
 
 def test_interactive_node_file_and_environment() -> None:

@@ -114,10 +114,11 @@ def build_parser() -> CommandParser:
     add("--debuglog", metavar="FILE",
         help="file for the job's cobaltlog (default: <prefix>.cobaltlog)")
     add("--run_project", action="store_true",
-        help="run the job as a project job: the project's users may control it")
-    add("--preemptable", action="store_true", help="mark the job preemptable")
+        help="set the job's run_project flag (stored, as Cobalt did; nothing acts on it yet)")
+    add("--preemptable", action="store_true",
+        help="mark the job preemptable (stored and shown; the scheduler never preempts)")
     add("--disable_preboot", action="store_true",
-        help="do not boot the job's place before the job starts (the job's script boots it)")
+        help="do not boot the job's place before it starts (stored; cobaltlite boots nothing)")
     add("-I", "--interactive", action="store_true",
         help="interactive job: wait for it to start, then open $SHELL in its environment "
              "with COBALT_NODEFILE; the job ends when the shell exits (no executable)")
@@ -362,8 +363,9 @@ def build_submission(
         "nodes": args.nodecount,
         "walltime": walltime,
         "command": executable,
-        # An interactive job sleeps out its wall time unless qsub ends it first.
-        "args": [str(walltime)] if args.interactive else list(args.command[1:]),
+        # An interactive job sleeps until qsub deletes it or its wall time (maybe the queue's
+        # maximum, -t 0, known only to the queue manager) runs out.
+        "args": ["infinity"] if args.interactive else list(args.command[1:]),
         "cwd": cwd,
         "jobname": jobname,
         "queue": args.queue,
