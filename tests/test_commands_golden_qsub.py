@@ -139,3 +139,15 @@ def long_listing(instance: Instance, jobid: int) -> dict[str, str]:
     assert shown.returncode == 0, shown.stderr
     return {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
             for line in shown.stdout.splitlines()[1:] if line}
+
+
+def test_time_zero_is_the_queues_maximum(instance: Instance) -> None:
+    refused = instance.command("qsub", "-n", "1", "-t", "0", "/bin/true")
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == ('qsub: No Max Walltime default or for queue "default" defined. '
+                              "Please contact system administrator\n")
+    for action in (["--addq", "capped"], ["--stopq", "capped"],
+                   ["--setq", "maxtime=00:40:00", "capped"]):
+        assert instance.command("cqadm", *action).returncode == 0
+    jobid = instance.qsub("-q", "capped", "-n", "1", "-t", "0", "/bin/true")
+    assert long_listing(instance, jobid)["WallTime"] == "00:40:00"
