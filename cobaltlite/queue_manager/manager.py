@@ -12,7 +12,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -473,19 +473,21 @@ class QueueManager:
                     return _failed(jobid, verb, refusal)
             altered = {field: new[field] for field in set(ALTERABLE.values()) | {"walltime"}
                        if new[field] != job[field]}
-            if changes.get("defer"):
+            if changes.get("defer"):  # the score drops to 0 now; the policy's growth resumes
                 altered["score"] = 0.0
+                altered["score_adjust"] = job["score_adjust"] - job["score"]
             if not altered:
                 return {"jobid": jobid, "ok": True, "message": f"job {jobid}: nothing to change"}
             if not self.store.update_job(jobid, altered, expect_states=[states.QUEUED]):
                 return _failed(jobid, verb, "it started meanwhile; "
                                "Modifying a job while running is currently not supported")
             now = self.clock.now()
+            visible = {k: v for k, v in altered.items() if k != "score_adjust"}
             self.accounting.write(now, "QA", jobid, {
                 "requester": caller.user,
-                **{k: (format_hms(v) if k == "walltime" else v) for k, v in altered.items()}})
+                **{k: (format_hms(v) if k == "walltime" else v) for k, v in visible.items()}})
         lines = [f"{field} changed from {_shown(field, job.get(field))} to "
-                 f"{_shown(field, value)}" for field, value in sorted(altered.items())]
+                 f"{_shown(field, value)}" for field, value in sorted(visible.items())]
         log.info("job altered", jobid=jobid, by=caller.user, fields=sorted(altered))
         return {"jobid": jobid, "ok": True, "message": "\n".join(lines)}
 
@@ -568,8 +570,11 @@ class QueueManager:
                                            "job not found" if job is None else
                                            f"is {job['state']}, not queued"))
                     continue
+                # The policy rescores every pass; the adjustment is what stays added to it.
                 score = job["score"] + amount if relative else amount
-                self.store.update_job(jobid, {"score": score}, expect_states=[states.QUEUED])
+                self.store.update_job(jobid, {
+                    "score": score, "score_adjust": job["score_adjust"] + score - job["score"]},
+                    expect_states=[states.QUEUED])
             log.info("job score set", jobid=jobid, by=caller.user, score=score)
             results.append({"jobid": jobid, "ok": True,
                             "message": f"score of job {jobid} set to {score:g}"})
@@ -695,12 +700,13 @@ class QueueManager:
                       if q["state"] in queues.SCHEDULED_STATES}
         candidates = [row for row in self.store.queued_for_scoring()
                       if row[6] in queue_rows and not row[8] and not row[9]]
-        deps = self._dependency_states({row[0]: row[10] for row in candidates if row[10]})
+        deps = self._dependency_states({row[0]: row[11] for row in candidates if row[11]})
         limited = any(q["restrictions"] for q in queue_rows.values())
         loads = self._loads() if limited else {}
         by_policy: dict[str, list[_Scored]] = {}
+        adjusted: dict[int, float] = {}
         for (jobid, nodes, walltime, submit, user, project, queue_name, score, _user_hold,
-             _admin_hold, _deps) in candidates:
+             _admin_hold, adjust, _deps) in candidates:
             if jobid in deps and deps[jobid][0]:
                 continue
             queue = queue_rows[queue_name]
@@ -709,10 +715,16 @@ class QueueManager:
             by_policy.setdefault(queue["policy"], []).append(_Scored(
                 jobid, nodes, float(walltime), now - submit, user, project, queue_name,
                 queue["priority"], score, score))
+            if adjust:
+                adjusted[jobid] = adjust
         ready: list[_Scored] = []
         for name, jobs in by_policy.items():
             ready.extend(jobs)
-            self._score(name, jobs, self._inputs(now))
+            kept = self._score(name, jobs, self._inputs(now))
+            if adjusted:
+                for job in jobs:
+                    if job.jobid in adjusted and job.jobid not in kept:
+                        job.score += adjusted[job.jobid]
         self._score_writer.submit({j.jobid: j.score for j in ready})
         # Compact rows (jobid, size, wall_time, score, threshold): a pass may carry 10,000.
         return [[j.jobid, j.size, j.wall_time, j.score, j.threshold] for j in ready]
@@ -721,25 +733,30 @@ class QueueManager:
         limits = self.limits()
         return PassInputs(now, limits["machine_nodes"], limits["min_block_size"])
 
-    def _score(self, name: str, jobs: list[_Scored], inputs: PassInputs) -> None:
+    def _score(self, name: str, jobs: list[_Scored], inputs: PassInputs) -> Container[int]:
+        """Score `jobs` with policy `name`; return the ids of jobs that kept their previous
+        score (the policy failed on them, or is suspended)."""
         registry = self.policies
+        everyone = _Everyone()
         if name in registry.suspended:
-            return
+            return everyone
         try:
             policy = registry.get(name)
             failures = run_with_budget(lambda: policy.score_jobs_keeping(jobs, inputs),
                                        registry.budget)
         except PolicyError as exc:
             registry.record_failure(name, str(exc))
+            return everyone
         except BudgetExceeded:
             registry.record_failure(
                 name, f"scoring {len(jobs)} jobs took more than the {registry.budget:g} s "
                 "budget; suspended until the next reload", suspend=True)
-        else:
-            if failures:
-                jobid, error = next(iter(failures.items()))
-                registry.record_failure(
-                    name, f"failed on {len(failures)} job(s), first job {jobid}: {error}")
+            return everyone
+        if failures:
+            jobid, error = next(iter(failures.items()))
+            registry.record_failure(
+                name, f"failed on {len(failures)} job(s), first job {jobid}: {error}")
+        return failures
 
     def queued_sample(self) -> tuple[list[_Scored], PassInputs]:
         """The current queued jobs and pass inputs, to validate a utility file against."""
@@ -824,13 +841,16 @@ class QueueManager:
                 continue
             inherited = frac * parent["score"]
             if inherited > child["score"]:
-                self.store.update_job(child["jobid"], {"score": inherited},
-                                      expect_states=[states.QUEUED])
+                raise_by = inherited - child["score"]
+                self.store.update_job(child["jobid"], {
+                    "score": inherited, "score_adjust": child["score_adjust"] + raise_by},
+                    expect_states=[states.QUEUED])
                 log.info("job score inherited", jobid=child["jobid"], parent=parent["jobid"],
                          score=inherited)
 
     def _dependants(self, jobid: int) -> list[dict[str, Any]]:
-        return [j for j in self.store.jobs(fields=["dependencies", "project", "score"])
+        return [j for j in self.store.jobs(fields=["dependencies", "project", "score",
+                                                   "score_adjust"])
                 if jobid in j["dependencies"]]
 
     def reconcile(self) -> None:
@@ -947,6 +967,13 @@ class QueueManager:
             else:  # D, HA, HR, R: who asked, and the hold's type
                 body = fields
             self.accounting.write(now, kind, job["jobid"], body)
+
+
+class _Everyone:
+    """Contains every job id: a policy that scored no job this pass."""
+
+    def __contains__(self, _item: object) -> bool:
+        return True
 
 
 def _require_admin(caller: Caller, what: str) -> None:

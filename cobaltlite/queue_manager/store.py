@@ -102,6 +102,9 @@ jobs_table = Table(
     # Added with the queue-manager commands (issue 10); _add_missing_columns adds them to a
     # database made before, with these defaults.
     Column("dep_frac", Float),  # schedctl --inherit; None: the configured dep_frac
+    # Added to the policy's score at every pass: schedctl --score, qalter --defer, and the
+    # share of a parent's score inherited on a satisfied dependency.
+    Column("score_adjust", Float, nullable=False, server_default="0"),
     Column("notify", Text, nullable=False, server_default=""),
     Column("inputfile", Text, nullable=False, server_default=""),
     Column("debuglog", Text, nullable=False, server_default=""),
@@ -518,7 +521,7 @@ class JobStore:
 
     def queued_for_scoring(self) -> list[tuple[Any, ...]]:
         """Queued jobs as (jobid, nodes, walltime, submittime, user, project, queue, score,
-        user_hold, admin_hold, dependencies): only what a scheduling pass reads, because
+        user_hold, admin_hold, score_adjust, dependencies): only what a pass reads, because
         loading whole rows dominated a pass over 10,000 jobs."""
         if self._unfinished is not None:
             return self._unfinished.scoring_inputs()
@@ -529,7 +532,7 @@ class JobStore:
         query = (select(*(c[name] for name in SCORING_FIELDS[:-1]), deps_text)
                  .where(c.state == QUEUED).order_by(c.jobid))
         with self.engine.connect() as conn:
-            return [(*row[:10], _decode_json(row[10])) for row in conn.execute(query)]
+            return [(*row[:11], _decode_json(row[11])) for row in conn.execute(query)]
 
     def job(self, jobid: int) -> dict[str, Any] | None:
         if self._unfinished is not None:
@@ -682,7 +685,7 @@ def _read_rows(conn: Connection, query: Any, names: list[str]) -> list[list[Any]
 
 
 SCORING_FIELDS = ("jobid", "nodes", "walltime", "submittime", "user", "project", "queue", "score",
-                  "user_hold", "admin_hold", "dependencies")
+                  "user_hold", "admin_hold", "score_adjust", "dependencies")
 
 
 class _UnfinishedJobs:
