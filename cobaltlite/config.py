@@ -82,6 +82,8 @@ class Config:
     utility_file: str = ""  # a Python file of site utility functions; empty: builtins only
     utility_reload: str = "auto"  # auto: reload when the file changes; manual: schedctl only
     utility_budget: float = 2.0  # seconds one policy may spend scoring one pass
+    failed_jobs: str = "resubmit"  # a job killed by a component failure: resubmit | end
+    failure_forecast: str = ""  # a failure-forecast file the system re-reads; empty: none
     # Allocation_Cost = alpha·BLK_f + beta·P_f (seed 003 §IV-B; docs/fault-aware.md).
     allocation_alpha: float = 1.0
     allocation_beta: float = 1.0
@@ -115,6 +117,12 @@ class Config:
         """Where schedctl reaches the scheduler (mode 0666; admin rights checked per call)."""
         return self.state_dir / "sockets" / "scheduler-user.sock"
 
+    @property
+    def system_admin_socket(self) -> Path:
+        """Where partadm and partlist reach the system (mode 0666; admin rights checked per
+        call)."""
+        return self.state_dir / "sockets" / "system-user.sock"
+
     def pid_file(self, component: str) -> Path:
         return self.state_dir / "run" / f"{component}.pid"
 
@@ -134,6 +142,7 @@ _KEYS = {f.name for f in fields(Config)} - {"state_dir"}
 # Intervals the daemons sleep between passes: zero or less would spin.
 _POSITIVE = frozenset({"scheduler_interval", "metrics_interval", "utility_budget"})
 _NON_NEGATIVE = frozenset({"kill_grace"})
+_CHOICES = {"failed_jobs": ("resubmit", "end")}
 _WEIGHTS = frozenset({"allocation_alpha", "allocation_beta"})
 
 DEFAULT_CONFIG_TEXT = """\
@@ -150,6 +159,8 @@ scheduler_clock: wall      # wall | queue-manager (a scheduler driven by Qsim ov
 utility_file: ""           # site utility functions (see etc/utility-functions.py)
 utility_reload: auto       # auto: reload when the file changes | manual: schedctl --reread-policy
 utility_budget: 2          # seconds one policy may spend scoring one pass
+failed_jobs: resubmit      # a job killed by a failed component (partadm --fail): resubmit | end
+failure_forecast: ""       # a failure-forecast file (P_f per component), re-read when it changes
 allocation_alpha: 1        # weight of BLK_f (partitions a placement blocks) in the allocation cost
 allocation_beta: 1         # weight of P_f (the place's failure chance) in the allocation cost
 # addresses: {system: "tcp:127.0.0.1:7001"}  # where components listen; default: sockets/
@@ -203,6 +214,9 @@ def load_config(state_dir: Path | None = None) -> Config:
                                          and math.isfinite(value)):
             raise InputError(f"{path}: option {key}: {value!r} must be a number of seconds, "
                              "zero or more")
+        if key in _CHOICES and value not in _CHOICES[key]:
+            raise InputError(f"{path}: option {key}: {value!r}: choose "
+                             f"{' or '.join(_CHOICES[key])}")
         if key in _WEIGHTS and not (isinstance(value, float) and value >= 0
                                     and math.isfinite(value)):
             raise InputError(f"{path}: option {key}: {value!r} must be a weight, a number zero "
@@ -291,6 +305,7 @@ def _read_addresses(config: Config, value: object) -> dict[str, Address]:
     taken: dict[Address, str] = {
         UnixAddress(config.user_socket): "the user socket",
         UnixAddress(config.admin_socket): "the schedctl socket",
+        UnixAddress(config.system_admin_socket): "the partadm socket",
     }
     for component in COMPONENTS:
         if component not in addresses:

@@ -139,7 +139,7 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
 
 def run_system(config: Config, stop: threading.Event) -> list:
     from cobaltlite.machine.catalog import load_description
-    from cobaltlite.system.api import SystemAPI
+    from cobaltlite.system.api import SystemAPI, SystemControlAPI
     from cobaltlite.system.service import SystemService
 
     queue_manager = Peer(config, "queue-manager", timeout=10.0)
@@ -147,9 +147,19 @@ def run_system(config: Config, stop: threading.Event) -> list:
         # Looked up per call: the queue manager may start after the system.
         return queue_manager.job_ended(jobid, exit_status, reason, end_time)
 
+    def report_failure_kill(jobid: int, component: str, end_time: float) -> bool:
+        return queue_manager.job_killed_by_failure(jobid, component, end_time,
+                                                   config.failed_jobs == "resubmit")
+
     service = SystemService(load_description(config.machine), config.state_dir, WallClock(),
-                            report_end, kill_grace=config.kill_grace)
-    daemons = [serve_component(config, "system", SystemAPI(service))]
+                            report_end, kill_grace=config.kill_grace,
+                            report_failure_kill=report_failure_kill,
+                            forecast_file=config.state_dir / config.failure_forecast
+                            if config.failure_forecast else None)
+    daemons = [serve_component(config, "system", SystemAPI(service)),
+               _serve_users(config.system_admin_socket,
+                            SystemControlAPI(service, config.admin_group), "system-control",
+                            "the system")]
 
     def poll() -> None:
         while not stop.wait(0.5):

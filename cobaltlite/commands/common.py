@@ -224,11 +224,13 @@ class QueueManagerAPI(Protocol):
     def limits(self) -> dict[str, Any]: ...
 
 
-class QueueManagerClient:
-    """The user API over the user socket; every failure becomes a CommandError with its reason.
+class UserSocketClient:
+    """A component's face on a user socket; every failure becomes a CommandError with its reason.
 
     No identity is sent: the server asks the kernel who is on the other end of the socket.
     """
+
+    component = "the queue manager"
 
     def __init__(self, proxy: Any, socket_path: str, instance: str) -> None:
         self._proxy = proxy
@@ -240,13 +242,13 @@ class QueueManagerClient:
             return self._remote(method)(*args)
         except Pyro5.errors.CommunicationError as exc:
             raise CommandError(
-                f"cannot reach the queue manager at {self._socket_path}: {exc} "
+                f"cannot reach {self.component} at {self._socket_path}: {exc} "
                 f"(is `cobaltlite up` running? {self._instance})") from None
         # The server's refusals arrive as these builtins with a message meant for the user.
         except (ValueError, PermissionError, LookupError, RuntimeError) as exc:
             raise CommandError(str(exc)) from None
         except Pyro5.errors.PyroError as exc:
-            raise CommandError(f"queue manager error: {exc}") from None
+            raise CommandError(f"{self.component} failed: {exc}") from None
 
     def _remote(self, method: str) -> Any:
         """The remote method. Pyro5 checks the server's exposed methods first (connecting if
@@ -254,10 +256,14 @@ class QueueManagerClient:
         try:
             return getattr(self._proxy, method)
         except AttributeError:
-            raise CommandError(f"the queue manager at {self._socket_path} does not offer "
+            raise CommandError(f"{self.component} at {self._socket_path} does not offer "
                                f"'{method}': it is older than this command (cobaltlite "
                                f"{__version__}); restart the daemons (`cobaltlite down`, "
                                f"`cobaltlite up`)") from None
+
+
+class QueueManagerClient(UserSocketClient):
+    """The queue manager's user API over the user socket."""
 
     def submit(self, spec: dict[str, Any]) -> int:
         return int(self._call("submit", spec))
@@ -329,13 +335,43 @@ class QueueManagerClient:
         return dict(self._call("policy_status"))
 
 
+class SystemControlClient(UserSocketClient):
+    """The system's user API (partadm, partlist; cobaltlite.system.api.SystemControlAPI)."""
+
+    component = "the system"
+
+    def partitions(self) -> list[Row]:
+        return list(self._call("partitions"))
+
+    def failure_status(self) -> dict[str, Any]:
+        return dict(self._call("failure_status"))
+
+    def fail(self, components: list[str]) -> dict[str, Any]:
+        return dict(self._call("fail", components))
+
+    def unfail(self, components: list[str]) -> dict[str, Any]:
+        return dict(self._call("unfail", components))
+
+
+def _instance_text(state_dir: Any) -> str:
+    named = os.environ.get("COBALTLITE_STATE_DIR")
+    return (f"COBALTLITE_STATE_DIR={named}" if named
+            else f"COBALTLITE_STATE_DIR is unset, so {state_dir} is used")
+
+
 @contextmanager
 def connect_queue_manager() -> Iterator[QueueManagerClient]:
     """The queue manager of this instance (found through COBALTLITE_STATE_DIR, see config)."""
     config = instance_paths()
     socket_path = config.user_socket
-    state_dir = os.environ.get("COBALTLITE_STATE_DIR")
-    instance = (f"COBALTLITE_STATE_DIR={state_dir}" if state_dir
-                else f"COBALTLITE_STATE_DIR is unset, so {config.state_dir} is used")
     with connect(f"PYRO:queue-manager-user@./u:{socket_path}") as proxy:
-        yield QueueManagerClient(proxy, str(socket_path), instance)
+        yield QueueManagerClient(proxy, str(socket_path), _instance_text(config.state_dir))
+
+
+@contextmanager
+def connect_system() -> Iterator[SystemControlClient]:
+    """The system component of this instance, on its user socket."""
+    config = instance_paths()
+    socket_path = config.system_admin_socket
+    with connect(f"PYRO:system-control@./u:{socket_path}") as proxy:
+        yield SystemControlClient(proxy, str(socket_path), _instance_text(config.state_dir))

@@ -52,7 +52,7 @@ LONG_HEADER = (*FULL_HEADER[:13], "User_Hold", "Admin_Hold", "Dep_Hold", *FULL_H
                "InputFile", "Envs", "Command", "Args", "Kernel", "KernelOptions", "ION_Kernel",
                "ION_KernelOptions", "Project", "Dependencies", "S", "Notify", "Score",
                "Maxtasktime", "attrs", "dep_frac", "user_list", "Geometry", "EndTime",
-               "ExitStatus")
+               "ExitStatus", "EndReason")
 QUEUE_HEADER = ("Name", "Users", "Groups", "MinTime", "MaxTime", "MaxRunning", "MaxQueued",
                 "MaxUserNodes", "MaxNodeHours", "TotalNodes", "State")
 
@@ -208,6 +208,8 @@ JOB_COLUMNS: dict[str, Column] = {
     "dep_frac": _field("dep_frac"),
     "geometry": _field("geometry", _or_missing),
     "exitstatus": _field("exit_status"),
+    # Why the job's last run ended; on a queued job, why it was resubmitted (a failure).
+    "endreason": _field("end_reason"),
 }
 
 

@@ -25,6 +25,7 @@ from cobaltlite.commands.common import (
     CommandParser,
     add_help_option,
     connect_queue_manager,
+    connect_system,
     report_results,
     run_command,
 )
@@ -158,6 +159,7 @@ def _scheduler(args: Any) -> int:
                 print(f"last pass failed: {status['last_error']}")
             with connect_queue_manager() as qm:
                 _print_policy_status(qm.policy_status())
+            _print_failure_status()
     except PermissionError as exc:
         raise CommandError(str(exc)) from None
     except BrokenPipeError:
@@ -181,6 +183,22 @@ def _print_policy_status(status: dict[str, Any]) -> None:
     for name, error in sorted(status["errors"].items()):
         suspended = " [suspended until the next reload]" if name in status["suspended"] else ""
         print(f"policy {name} failing: {error}{suspended}")
+
+
+def _print_failure_status() -> None:
+    """The failed components and the failure forecast the allocation cost reads P_f from."""
+    try:
+        with connect_system() as system:
+            status = system.failure_status()
+    except CommandError as exc:
+        print(f"failures: unknown ({exc})")
+        return
+    print(f"failed components: {' '.join(status['failed']) or 'none'}")
+    forecast = status["forecast"]
+    print(f"failure forecast: {forecast['source']}, {forecast['entries']} entries"
+          + (" (partlist shows each block's P_f)" if forecast["entries"] else ""))
+    if forecast["last_error"]:
+        print(f"failure forecast refused: {forecast['last_error']}")
 
 
 def _sample_inputs() -> tuple[list[Any], PassInputs]:

@@ -29,9 +29,10 @@ from cobaltlite.machine.model import (
     TwoLevelChance,
 )
 
-COST_DIGITS = 9
-"""Allocation costs are compared rounded: costs equal on paper (0.6 + 0.6 and 2 - 0.8) must tie,
-and so go to the first name, whatever order the floating-point sums were done in."""
+COST_TOLERANCE = 1e-9
+"""A candidate beats the best so far only when cheaper by more than this: costs equal on paper
+(0.6 + 0.6 and 2 - 0.8) must tie, and so go to the first name, whatever order the
+floating-point sums were done in."""
 
 
 class BGPMachine:
@@ -143,25 +144,31 @@ class BGPMachine:
 
         BLK_f(X) sums (1 - P_f(Y)) over the available blocks Y that X would newly block (seed
         003 §IV-B step 3). Ties go to the block whose name sorts first: deterministic, and the
-        same rule in every component; costs tie when equal to COST_DIGITS decimals.
+        same rule in every component; costs within COST_TOLERANCE tie.
         """
-        available, related = self._available, self.related
-        best, best_cost = -1, 0.0
         if self._fault_free:
-            for i in iter_bits(candidates):
-                cost: float = (related[i] & available).bit_count()
-                if best < 0 or cost < best_cost:
-                    best, best_cost = i, cost
-            return best
+            return self._least_blocking(candidates)
         if self._two_level is not None:
             return self._cheapest_two_level(self._two_level, candidates, start, end)
+        available, related = self._available, self.related
         chance, names = self.failures.chance, self.names
+        best, best_cost = -1, 0.0
         for i in iter_bits(candidates):
             newly_blocked = iter_bits(related[i] & available)
             blk_f = sum(1.0 - chance(names[j], start, end) for j in newly_blocked)
-            cost = round(self.alpha * blk_f + self.beta * chance(names[i], start, end), COST_DIGITS)
-            if best < 0 or cost < best_cost:
+            cost = self.alpha * blk_f + self.beta * chance(names[i], start, end)
+            if best < 0 or cost < best_cost - COST_TOLERANCE:
                 best, best_cost = i, cost
+        return best
+
+    def _least_blocking(self, candidates: int) -> int:
+        """The candidate of lowest BLK: the cost when every P_f is the same."""
+        available, related = self._available, self.related
+        best, best_blk = -1, 0
+        for i in iter_bits(candidates):
+            blk = (related[i] & available).bit_count()
+            if best < 0 or blk < best_blk:
+                best, best_blk = i, blk
         return best
 
     def _cheapest_two_level(
@@ -173,15 +180,19 @@ class BGPMachine:
         hits = 0
         for component in source.failing_components(start, end):
             hits |= self._component_blocks(component)
-        available, related, alpha, beta = self._available, self.related, self.alpha, self.beta
+        alpha, beta = self.alpha, self.beta
+        if not hits:  # every P_f is `miss`: the cost is α·(1 - miss)·BLK + β·miss
+            return self._least_blocking(candidates) if alpha * (1.0 - miss) > 0 else (
+                candidates & -candidates).bit_length() - 1
+        available, related = self._available, self.related
         best, best_cost = -1, 0.0
         for i in iter_bits(candidates):
             newly = related[i] & available
             k = newly.bit_count()
             h = (newly & hits).bit_count()
             blk_f = k - (h * hit + (k - h) * miss)
-            cost = round(alpha * blk_f + beta * (hit if (hits >> i) & 1 else miss), COST_DIGITS)
-            if best < 0 or cost < best_cost:
+            cost = alpha * blk_f + beta * (hit if (hits >> i) & 1 else miss)
+            if best < 0 or cost < best_cost - COST_TOLERANCE:
                 best, best_cost = i, cost
         return best
 

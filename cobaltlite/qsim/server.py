@@ -53,6 +53,12 @@ class QsimSystemAPI:
     def allocations(self) -> list[dict[str, Any]]:
         return self._qsim.allocations()
 
+    def machine_state(self, known_forecast: int) -> dict[str, Any]:
+        """What the scheduler's replica reads at each pass (cobaltlite/scheduler/remote.py).
+        Qsim's failure chances come from its own predictor, in process only: none is sent."""
+        return {"allocations": self._qsim.allocations(),
+                "failed": self._qsim.machine().failed_components(), "forecast": None}
+
 
 def serve_qsim(qsim: Qsim, config: Config) -> list:
     """Serve `qsim` at the instance's queue-manager and system addresses; return the daemons."""

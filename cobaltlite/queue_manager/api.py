@@ -208,5 +208,9 @@ class ComponentAPI:
     def job_ended(self, jobid: int, exit_status: int | None, reason: str, end_time: float) -> bool:
         return self._qm.job_ended(jobid, exit_status, reason, end_time)
 
+    def job_killed_by_failure(self, jobid: int, component: str, end_time: float,
+                              resubmit: bool) -> bool:
+        return self._qm.job_killed_by_failure(jobid, component, end_time, resubmit)
+
     def jobs(self) -> list[dict[str, Any]]:
         return self._qm.jobs()

@@ -35,6 +35,8 @@ log = structlog.get_logger("queue-manager")
 DEFAULT_DEP_FRAC = 0.5
 """The share of a parent's score a child inherits when the dependency is satisfied, unless
 `schedctl --inherit` set the parent's own (Cobalt's [cqm] dep_frac, reference §2.4)."""
+FAILURE_END_REASON = "component failure"
+"""End reason of a job killed because a component under it failed (partadm --fail)."""
 
 
 @dataclass(frozen=True)
@@ -853,6 +855,35 @@ class QueueManager:
                                                    "score_adjust"])
                 if jobid in j["dependencies"]]
 
+    def job_killed_by_failure(self, jobid: int, component: str, end_time: float,
+                              resubmit: bool) -> bool:
+        """The system killed the job because `component`, under its place, failed.
+
+        With `resubmit` the job goes back to its queue keeping its original submission time
+        and restarts from the beginning (seed 003 §VI-A3); otherwise, or when its owner was
+        deleting it, it ends. Either way its end reason is "component failure". Accounting, as
+        Qsim's job log writes it: an A record (reason=failure, the component, the lost run),
+        then R (queued again) or E. Idempotent, as job_ended: the system may repeat it."""
+        with self._lock:
+            job = self.store.job(jobid)
+            if job is None or job["state"] not in states.ACTIVE_STATES:
+                return True
+            start = job["starttime"] or end_time
+            self.accounting.write(end_time, "A", jobid, {
+                "reason": "failure", "component": component,
+                "lost_runtime": int(end_time - start), "lost_exec_host": job["location"] or ""})
+            if not resubmit or job["state"] == states.KILLING:
+                return self.job_ended(jobid, None, FAILURE_END_REASON, end_time)
+            outcome = lifecycle.requeued(self._job_status(job))
+            self.store.update_job(jobid, {"state": outcome.status.state, "location": None,
+                                          "starttime": None, "end_reason": FAILURE_END_REASON},
+                                  expect_states=[job["state"]])
+        self._write(outcome.records, job, end_time)
+        log.info("job requeued after a failure", jobid=jobid, component=component,
+                 location=job["location"])
+        self.wake_scheduler()
+        return True
+
     def reconcile(self) -> None:
         """Settle jobs whose state the queue manager and the system may disagree on.
 
@@ -964,7 +995,9 @@ class QueueManager:
                 body = records.end_fields(_facts(job), now, exit_status)
             elif kind == "A":
                 body = {"reason": "time_limit"}
-            else:  # D, HA, HR, R: who asked, and the hold's type
+            elif kind == "R":  # queued again, keeping its first qtime
+                body = records.queued_fields(_facts(job))
+            else:  # D, HA, HR: who asked, and the hold's type
                 body = fields
             self.accounting.write(now, kind, job["jobid"], body)
 

@@ -1,8 +1,10 @@
 """The scheduler daemon's view of its peers over Pyro5: both interfaces in one adapter.
 
 It keeps a replica of the machine model, built once from the system's description and brought
-up to date from the system's allocation list at the start of each pass (one call). Starts the
-queue manager confirms are applied to the replica at once, so the rest of the pass sees them.
+up to date at the start of each pass from the system's machine state (one call): the
+allocations, the failed components (never placed on until they are back), and the failure
+forecast that gives P_f to the allocation cost (sent only when it changed). Starts the queue
+manager confirms are applied to the replica at once, so the rest of the pass sees them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from cobaltlite.clock import Clock
 from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.machine.wire import description_from_wire
+from cobaltlite.system.forecast import ForecastEntry, failure_source
 
 
 @dataclass(slots=True)
@@ -37,9 +40,12 @@ class RemoteSite:
                                       alpha=alpha, beta=beta)
         self._held: dict[int, str] = {}
         self._walltime: dict[int, float] = {}
+        self._forecast_version = -1  # none received yet
 
     def machine(self) -> Machine:
-        current = {a["jobid"]: a for a in self.system.allocations()}
+        state = self.system.machine_state(self._forecast_version)
+        self._sync_failures(state["failed"], state["forecast"])
+        current = {a["jobid"]: a for a in state["allocations"]}
         for jobid in [j for j in self._held if j not in current]:
             self._machine.release(jobid)
             del self._held[jobid]
@@ -50,6 +56,18 @@ class RemoteSite:
                 self._machine.allocate(alloc["location"], jobid, alloc["expected_end"])
                 self._held[jobid] = alloc["location"]
         return self._machine
+
+    def _sync_failures(self, failed: list[str], forecast: dict[str, Any] | None) -> None:
+        machine = self._machine
+        before = set(machine.failed_components())
+        for name in before.difference(failed):
+            machine.unfail(name)
+        for name in set(failed) - before:
+            machine.fail(name)
+        if forecast is not None:
+            entries = [ForecastEntry.from_wire(row) for row in forecast["entries"]]
+            machine.failures = failure_source(machine, entries)
+            self._forecast_version = forecast["version"]
 
     def schedulable_jobs(self) -> list[RemoteJob]:
         # Rows are (jobid, size, wall_time, score, threshold).

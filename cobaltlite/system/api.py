@@ -1,12 +1,22 @@
-"""The system component's RPC face (component socket, shared secret)."""
+"""The system component's RPC faces.
+
+`SystemAPI` listens on the component socket behind the shared secret and serves the queue
+manager, the scheduler and the metrics monitor. `SystemControlAPI` listens on a user socket
+(partadm, partlist, an external failure monitor): the caller is who the kernel says
+(SO_PEERCRED), and failing components or setting the forecast needs root or the admin group.
+Errors cross the wire as builtin exceptions whose message is meant for the user.
+"""
 
 from __future__ import annotations
 
+import pwd
 from typing import Any
 
 import Pyro5.api
 
 from cobaltlite.machine.wire import description_to_wire
+from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
+from cobaltlite.system.forecast import ForecastError
 from cobaltlite.system.service import SystemService
 
 
@@ -27,6 +37,9 @@ class SystemAPI:
     def allocations(self) -> list[dict[str, Any]]:
         return self._service.allocations()
 
+    def machine_state(self, known_forecast: int) -> dict[str, Any]:
+        return self._service.machine_state(known_forecast)
+
     def partitions(self) -> list[dict[str, Any]]:
         return self._service.partitions()
 
@@ -38,3 +51,53 @@ class SystemAPI:
 
     def job_status(self, jobid: int) -> str:
         return self._service.job_status(jobid)
+
+
+def _components(value: Any) -> list[str]:
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(name, str) and name for name in value)):
+        raise ValueError("give one or more component names")
+    return value
+
+
+@Pyro5.api.expose
+class SystemControlAPI:
+    """partadm's and partlist's face: listings for anyone; failures and forecasts for admins."""
+
+    def __init__(self, service: SystemService, admin_group: str | None) -> None:
+        self._service = service
+        self._admin_group = admin_group
+
+    def _require_admin(self, what: str) -> str:
+        """The admin caller's name; PermissionError for anyone else."""
+        _pid, uid, _gid = caller_credentials()
+        if not uid_is_admin(uid, self._admin_group):
+            raise PermissionError(f"{what} needs root or membership of the admin group")
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return str(uid)
+
+    def partitions(self) -> list[dict[str, Any]]:
+        return self._service.partitions()
+
+    def failure_status(self) -> dict[str, Any]:
+        """The failed components and where the forecast comes from (schedctl --status)."""
+        return self._service.failure_status()
+
+    def fail(self, components: list[str]) -> dict[str, Any]:
+        by = self._require_admin("partadm --fail")
+        return self._service.fail(_components(components), by)
+
+    def unfail(self, components: list[str]) -> dict[str, Any]:
+        by = self._require_admin("partadm --unfail")
+        return self._service.unfail(_components(components), by)
+
+    def set_forecast(self, entries: list[list[Any]]) -> int:
+        """Replace the failure forecast with `entries` ([component, P_f] or [component, P_f,
+        from, until], times in Unix seconds or ISO 8601); returns how many are active."""
+        by = self._require_admin("setting the failure forecast")
+        try:
+            return self._service.set_forecast(entries, by)
+        except ForecastError as exc:
+            raise ValueError(f"{exc}; the previous forecast stays active") from None

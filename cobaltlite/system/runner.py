@@ -16,6 +16,10 @@ written by atomic rename beside the launch record:
 * `<jobid>.status` (exit status of the main process, end reason) only once no process of the
   job remains, so the system never hands the nodes to another job while this one still runs.
 
+A kill is a SIGTERM to the runner. It ends the job as `deleted` (qdel), unless the system wrote
+`<jobid>.kill` first ({"reason", "message"}: a component under the job failed), whose reason
+becomes the end reason and whose message goes to the job's .cobaltlog.
+
 The job's processes are its process group plus any descendant that left the group (a daemon
 that called setsid) and was orphaned: the runner is a child subreaper, so such orphans become
 its children, and it reaps them as they exit. The job's main process alone is reaped last,
@@ -90,6 +94,38 @@ def _log(fd: int | None, message: str) -> None:
     if fd is not None:
         with contextlib.suppress(OSError):
             os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n".encode())
+
+
+def _kill_record(spec: dict[str, Any]) -> dict[str, Any]:
+    """Why the runner was told to kill the job: the system's `.kill` record ({"reason", and for
+    a failure "message" for the .cobaltlog and "component"}), else a qdel's {"reason":
+    "deleted"}."""
+    path = spec.get("kill_path")  # absent in the records of an older system
+    if path:
+        with contextlib.suppress(OSError, ValueError):
+            record = json.loads(Path(path).read_text())
+            if isinstance(record, dict) and isinstance(record.get("reason"), str):
+                return record
+    return {"reason": "deleted"}
+
+
+def _status(jobid: int, exit_status: int | None, kill: dict[str, Any], reason: str
+            ) -> dict[str, Any]:
+    """The status record; a failure's kill adds the failed component, which the system reports."""
+    status = {"jobid": jobid, "exit_status": exit_status, "reason": reason,
+              "end_time": time.time()}
+    if "component" in kill:
+        status["component"] = kill["component"]
+    return status
+
+
+def _end_unrun(spec: dict[str, Any], cobaltlog: int | None) -> None:
+    """A kill came before the job ran: record its end without running it."""
+    jobid = spec["jobid"]
+    kill = _kill_record(spec)
+    _log(cobaltlog, f"job {jobid} {kill['reason']} before it started"
+         + (f": {kill['message']}" if kill.get("message") else ""))
+    _write_until_done(Path(spec["status_path"]), _status(jobid, None, kill, kill["reason"]))
 
 
 def _read_start_failure(fd: int) -> str:
@@ -178,11 +214,8 @@ def run(spec_path: Path) -> int:
     spec = json.loads(spec_path.read_text())
     jobid, grace = spec["jobid"], spec.get("kill_grace", KILL_GRACE_SECONDS)
     cobaltlog = _open_cobaltlog(spec)
-    if kill_requested:  # deleted while the runner was starting: the job never runs
-        _log(cobaltlog, f"job {jobid} deleted before it started")
-        _write_until_done(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
-                                                      "reason": "deleted",
-                                                      "end_time": time.time()})
+    if kill_requested:  # killed while the runner was starting: the job never runs
+        _end_unrun(spec, cobaltlog)
         return 0
     go_read, go_write = os.pipe()
     # Close-on-exec: the job process writes why it could not start; a successful exec closes it.
@@ -201,10 +234,7 @@ def run(spec_path: Path) -> int:
         os.close(go_write)
         os.close(failed_read)
         os.waitpid(pid, 0)
-        _log(cobaltlog, f"job {jobid} deleted before it started")
-        _write_until_done(Path(spec["status_path"]), {"jobid": jobid, "exit_status": None,
-                                                      "reason": "deleted",
-                                                      "end_time": time.time()})
+        _end_unrun(spec, cobaltlog)
         return 0
     # A job process that died before its go (BrokenPipeError) ends in the loop below as any.
     with contextlib.suppress(BrokenPipeError):
@@ -214,13 +244,17 @@ def run(spec_path: Path) -> int:
                f"(runner pid {os.getpid()}, job pid {pid})")
     deadline = time.monotonic() + spec["walltime"]
     reason = "exited"
+    kill: dict[str, Any] = {}  # why a kill was asked for, once it was
     kill_at: float | None = None  # set when the cleanup begins
     while True:
         main_ended = _reap_orphans(pid)
         now = time.monotonic()
         if kill_at is None and not main_ended:
             if kill_requested:
-                reason = "deleted"
+                kill = _kill_record(spec)
+                reason = kill["reason"]
+                if kill.get("message"):
+                    _log(cobaltlog, f"job {jobid} killed: {kill['message']}")
             elif now >= deadline:
                 reason = "walltime"
             else:
@@ -245,8 +279,7 @@ def run(spec_path: Path) -> int:
     # Nothing of the job is left to signal: only now may the job's pid and group id go free.
     _, status = os.waitpid(pid, 0)
     exit_status = os.waitstatus_to_exitcode(status)
-    status_record: dict[str, Any] = {"jobid": jobid, "exit_status": exit_status,
-                                     "reason": reason, "end_time": time.time()}
+    status_record = _status(jobid, exit_status, kill, reason)
     message = _read_start_failure(failed_read)
     if message:
         _log(cobaltlog, f"job {jobid}: {message}")

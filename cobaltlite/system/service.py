@@ -35,6 +35,14 @@ SIGTERM to every live member of that group it can tie to the job, then from `kil
 on SIGKILL at every poll until none is left; only then is the job reported "lost" and its place
 released. Each poll advances this by one step, so it never holds up the poll loop or other jobs.
 The markers are read on each poll and whenever partitions() is asked.
+
+Failed components (partadm --fail) are kept in `<state-dir>/system/failed-components` (a JSON
+list, written by atomic rename before anything is killed) and failed again at start, so they
+stay out of service across restarts until partadm --unfail. A job running on a place over a
+failed component is killed: the service writes `<jobid>.kill` (end reason "component failure"
+and why) and sends the runner SIGTERM; the runner puts the reason in the job's .cobaltlog and
+status. The failure forecast (P_f per component, cobaltlite/system/forecast.py) is re-read at
+each poll when its file changed.
 """
 
 from __future__ import annotations
@@ -60,11 +68,14 @@ from cobaltlite.errors import MachineError
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.system import procfs
+from cobaltlite.system.forecast import ForecastKeeper
 
 log = structlog.get_logger("system")
 
 ALLOCATED, BUSY, CLEANUP = "allocated", "busy", "cleanup"
-_JOB_FILES = (".status", ".started", ".cleanup", ".json")
+FAILURE_END = "component failure"
+"""The end reason of a job killed because a component under it failed."""
+_JOB_FILES = (".status", ".started", ".cleanup", ".kill", ".json")
 """A job's files, removed in this order: the launch record last, so a crash halfway leaves a
 record that a restart reports again (the queue manager takes a repeated end report calmly)."""
 
@@ -86,11 +97,17 @@ class SystemService:
         clock: Clock,
         report_end: Callable[[int, int | None, str, float], bool],
         kill_grace: float = 10.0,
+        forecast_file: Path | None = None,
+        report_failure_kill: Callable[[int, str, float], bool] | None = None,
     ) -> None:
+        """`report_end(jobid, exit status, end reason, end time)` tells the queue manager a
+        job ended; `report_failure_kill(jobid, failed component, end time)`, when given, tells
+        it instead of a job killed because a component under it failed."""
         self.description = description
         self.machine = build_machine(description)
         self.clock = clock
         self.report_end = report_end
+        self.report_failure_kill = report_failure_kill
         self.kill_grace = kill_grace
         self.dir = state_dir / "system"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -101,7 +118,10 @@ class SystemService:
         self._leftovers: dict[int, _Leftovers] = {}  # held jobs the service is cleaning up
         self._phase: dict[int, str] = {}  # jobid -> ALLOCATED, BUSY or CLEANUP, while held
         self._ended: dict[int, dict[str, Any]] = {}  # jobid -> status awaiting acknowledgement
+        self.forecast = ForecastKeeper(self.machine, forecast_file, clock)
+        self._refresh_forecast()
         self._readopt()
+        self._fail_again()
 
     # ---- what others ask ----------------------------------------------------------------
 
@@ -118,25 +138,142 @@ class SystemService:
                      "expected_end": self._expected_end.get(jobid, 0.0)}
                     for jobid, where in sorted(held.items())]
 
+    def machine_state(self, known_forecast: int) -> dict[str, Any]:
+        """What a scheduler's replica of the machine needs at each pass, in one answer: the
+        allocations, the failed components, and the forecast unless it is still version
+        `known_forecast`."""
+        with self._lock:
+            return {"allocations": self.allocations(),
+                    "failed": self.machine.failed_components(),
+                    "forecast": self.forecast.wire(known_forecast)}
+
     def partitions(self) -> list[dict[str, Any]]:
-        """The machine's block states, each held place shown in its job's phase."""
+        """The machine's block states, each held place shown in its job's phase, with the
+        failure chance now (`pf`) of every place the forecast gives one."""
         with self._lock:
             try:
                 self._collect()
             except Exception as exc:  # a failing disk: show the phases as last known
                 log.error("collect failed", error=repr(exc))
             rows: list[dict[str, Any]] = self.machine.block_states()
+            now = self.clock.now()
+            chance = self.forecast.active.chance
             for row in rows:
                 if row["state"] == "busy":
                     # Every held place has a phase; were one missed, partlist must still work.
                     row["state"] = self._phase.get(row["jobid"], BUSY)
+                row["pf"] = chance(str(row["name"]), now, now)
             return rows
+
+    # ---- failures ----------------------------------------------------------------------
+
+    def failure_status(self) -> dict[str, Any]:
+        """The failed components and where the forecast comes from (schedctl --status)."""
+        with self._lock:
+            return {"failed": self.machine.failed_components(),
+                    "forecast": self.forecast.status()}
+
+    def fail(self, components: list[str], by: str) -> dict[str, Any]:
+        """Take components out of service and kill the jobs running over them.
+
+        All or nothing: an unknown component (ValueError naming it) or a failed-list that
+        cannot be recorded changes nothing. Failing a failed component again is harmless."""
+        with self._lock:
+            before = self.machine.failed_components()
+            hit: dict[int, str] = {}  # job -> the first named component under it
+            try:
+                for name in components:
+                    for jobid in self.machine.fail(name):
+                        hit.setdefault(jobid, name)
+                self._save_failed()
+            except (MachineError, OSError) as exc:
+                for name in set(self.machine.failed_components()) - set(before):
+                    self.machine.unfail(name)
+                raise ValueError(f"nothing changed: {exc}") from None
+            killed = [jobid for jobid, name in sorted(hit.items())
+                      if self._kill_for_failure(jobid, name, f"component {name} failed "
+                                                             f"(partadm --fail by {by})")]
+            log.warning("components failed", components=components, by=by, killed=killed)
+            return {"failed": self.machine.failed_components(), "killed": killed}
+
+    def unfail(self, components: list[str], by: str) -> dict[str, Any]:
+        """Return failed components to service; all or nothing, as fail()."""
+        with self._lock:
+            failed = self.machine.failed_components()
+            unknown = [name for name in components if name not in failed]
+            if unknown:
+                raise ValueError(f"nothing changed: {', '.join(map(repr, unknown))} "
+                                 f"{'is' if len(unknown) == 1 else 'are'} not failed (failed: "
+                                 f"{', '.join(failed) or 'none'})")
+            for name in components:
+                self.machine.unfail(name)
+            try:
+                self._save_failed()
+            except OSError as exc:
+                for name in components:
+                    self.machine.fail(name)
+                raise ValueError(f"nothing changed: {exc}") from None
+            log.warning("components back in service", components=components, by=by)
+            return {"failed": self.machine.failed_components()}
+
+    def _kill_for_failure(self, jobid: int, component: str, message: str) -> bool:
+        """Kill a running job because of a failure, telling its runner why; False when the job
+        is not running (its end is already on its way)."""
+        if jobid not in self._runners:
+            return False
+        try:
+            _write_json(self.dir / f"{jobid}.kill", {"reason": FAILURE_END, "message": message,
+                                                     "component": component})
+        except OSError as exc:  # the kill must still happen: it then ends as "deleted"
+            log.error("kill reason not recorded", jobid=jobid, error=str(exc))
+        log.warning("job killed by a failure", jobid=jobid, why=message)
+        return self.kill(jobid)
+
+    def _save_failed(self) -> None:
+        _write_json(self.dir / "failed-components", self.machine.failed_components())
+
+    def _fail_again(self) -> None:
+        """Fail again the components failed before a restart; kill what runs over them (a
+        crash may have come between recording the failure and the kill)."""
+        path = self.dir / "failed-components"
+        try:
+            names = json.loads(path.read_text())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            log.error("failed components unreadable, none restored", path=str(path),
+                      error=str(exc))
+            return
+        for name in names:
+            try:
+                hit = self.machine.fail(name)
+            except MachineError as exc:  # the machine description changed meanwhile
+                log.error("failed component not restored", component=name, error=str(exc))
+                continue
+            for jobid in hit:
+                self._kill_for_failure(jobid, name, f"component {name} failed (found at restart)")
+        log.info("failed components restored", components=self.machine.failed_components())
+
+    # ---- the failure forecast ------------------------------------------------------------
+
+    def set_forecast(self, rows: Any, by: str) -> int:
+        """A monitor's forecast replaces the active one; ForecastError if any entry is wrong."""
+        with self._lock:
+            count = self.forecast.set_entries(rows, by)
+            self.machine.failures = self.forecast.source_for_machine()
+            return count
+
+    def _refresh_forecast(self) -> None:
+        if self.forecast.refresh():
+            self.machine.failures = self.forecast.source_for_machine()
 
     def launch(self, jobid: int, location: str, spec: dict[str, Any]) -> int:
         """Hold `location` for the job and start its runner; return the nodes held."""
         with self._lock:
             if jobid in self._runners:
                 raise ValueError(f"job {jobid} is already running")
+            if jobid in self._ended:  # a resubmitted job whose previous run is still ending
+                raise ValueError(f"job {jobid}: its previous run has not finished ending")
             now = self.clock.now()
             try:
                 nodes = self.machine.allocate(location, jobid, now + spec["walltime"])
@@ -149,6 +286,7 @@ class SystemService:
                 "status_path": str(self.dir / f"{jobid}.status"),
                 "started_path": str(self.dir / f"{jobid}.started"),
                 "cleanup_path": str(self.dir / f"{jobid}.cleanup"),
+                "kill_path": str(self.dir / f"{jobid}.kill"),
                 "cobalt_env": {
                     "COBALT_JOBID": str(jobid),
                     "COBALT_PARTNAME": location,
@@ -224,27 +362,35 @@ class SystemService:
 
     def _poll(self) -> None:
         with self._lock:
+            self._refresh_forecast()
             self._collect()
             pending = list(self._ended.items())
         for jobid, status in pending:
             try:
-                acknowledged = self.report_end(jobid, status["exit_status"], status["reason"],
-                                               status["end_time"])
+                if status["reason"] == FAILURE_END and self.report_failure_kill is not None:
+                    acknowledged = self.report_failure_kill(jobid, status.get("component", "?"),
+                                                            status["end_time"])
+                else:
+                    acknowledged = self.report_end(jobid, status["exit_status"],
+                                                   status["reason"], status["end_time"])
             except Exception as exc:  # the queue manager may be down: try again next poll
                 log.warning("end report failed", jobid=jobid, error=str(exc))
                 return
             if acknowledged:
                 # Only now is the place free: until the queue manager knows the job ended, it
-                # shows the job's nodes busy, and no other job may be placed on them.
+                # shows the job's nodes busy, and no other job may be placed on them. The files
+                # go under the lock and before the release: a resubmitted job may be launched
+                # again as soon as its place is free, and its new files must not be removed.
                 with self._lock:
-                    if (self._ended.pop(jobid, None) is not None
-                            and jobid in self.machine.held_by()):
+                    if self._ended.pop(jobid, None) is None:
+                        continue
+                    for suffix in _JOB_FILES:
+                        with contextlib.suppress(OSError):  # a failing disk: a restart retries
+                            (self.dir / f"{jobid}{suffix}").unlink(missing_ok=True)
+                    if jobid in self.machine.held_by():
                         self.machine.release(jobid)
                         self._expected_end.pop(jobid, None)
                         self._phase.pop(jobid, None)
-                for suffix in _JOB_FILES:
-                    with contextlib.suppress(OSError):  # a failing disk: a restart retries
-                        (self.dir / f"{jobid}{suffix}").unlink(missing_ok=True)
 
     def _collect(self) -> None:
         """Bring every held job's phase up to date from its runner's markers, release the
@@ -530,7 +676,7 @@ def _runner_cmdline(record: Path) -> bytes:
     return f"cobaltlite.system.runner\0{record}\0".encode()
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
