@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
 
 from cobaltlite.commands.common import CommandError, QueueManagerClient, Row
 from cobaltlite.machine.bits import iter_bits, ranges_to_mask
@@ -80,7 +79,8 @@ def run_interactive(qm: QueueManagerClient, jobid: int) -> int:
         try:
             env = shell_environment(job, jobid, nodefile.name, dict(os.environ))
             shell = os.environ.get("SHELL") or "/bin/sh"
-            cwd: Any = job.get("cwd") if os.path.isdir(job.get("cwd") or "") else None
+            # The job's directory, unless this host cannot see it (then qsub's own).
+            cwd = job["cwd"] if job.get("cwd") and os.path.isdir(job["cwd"]) else None
             # ^C belongs to the shell (it reaches both through the terminal); qsub must live
             # on to end the job when the shell exits.
             previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
