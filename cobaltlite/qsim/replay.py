@@ -66,6 +66,10 @@ class ReplaySettings:
     lenient: bool = False
     slowdown_bound: float = 10.0
     out: Path | None = None
+    # Queues, limits and policies (cobaltlite.jobs.queues.load_queue_config), and the utility
+    # functions their policy names resolve to; None: the trace's queues, unrestricted.
+    queue_config: list[dict[str, Any]] | None = None
+    queue_policies: dict[str, UtilityFunction] = field(default_factory=dict)
     # Fault-aware allocation and failures (docs/fault-aware.md). Failures come from a log or
     # from Weibull generation (system MTBF, or the per-unit scale λ); neither: none.
     alpha: float = 1.0
@@ -112,6 +116,7 @@ class ReplayReport:
             "jobs_skipped_reading": len(self.trace_skipped),
             "jobs_skipped_unplaceable": len(self.result.skipped),
             "scheduling_passes": self.result.passes,
+            "queues": None if s.queue_config is None else [q["name"] for q in s.queue_config],
             "metrics": self.metrics,
             **({"failure_model": self.failure_model()} if s.has_failures else {}),
         }
@@ -227,6 +232,7 @@ def replay(
         observer = AccountingObserver(settings.out / "accounting.log")
     try:
         qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer,
+                    queue_config=settings.queue_config, policies=settings.queue_policies,
                     failures=failures, repair_time=settings.repair_time)
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
         result = qsim.run(progress)
