@@ -75,6 +75,10 @@ class ReplaySettings:
     window: int = 1
     tuning: TuningScheme | None = None
     fair_start: str = "none"  # "none", or a method of cobaltlite/qsim/fairness.py
+    # Queues, limits and policies (cobaltlite.jobs.queues.load_queue_config), and the utility
+    # functions their policy names resolve to; None: the trace's queues, unrestricted.
+    queue_config: list[dict[str, Any]] | None = None
+    queue_policies: dict[str, UtilityFunction] = field(default_factory=dict)
     # Fault-aware allocation and failures (docs/fault-aware.md). Failures come from a log or
     # from Weibull generation (system MTBF, or the per-unit scale λ); neither: none.
     alpha: float = 1.0
@@ -101,6 +105,7 @@ class ReplayReport:
     result: ReplayResult
     metrics: dict[str, Any]
     trace_skipped: list[str] = field(default_factory=list)
+    failure_units: int = 0  # midplanes (BG/P) or nodes (flat) failures were generated for
     tuner: Tuner | None = None
 
     def summary(self) -> dict[str, Any]:
@@ -126,6 +131,7 @@ class ReplayReport:
                 "scheme": s.tuning.describe(),
                 "changes": [change.as_record() for change in self.tuner.changes],
             },
+            "queues": None if s.queue_config is None else [q["name"] for q in s.queue_config],
             "metrics": self.metrics,
             **({"failure_model": self.failure_model()} if s.has_failures else {}),
         }
@@ -135,8 +141,12 @@ class ReplayReport:
         source: dict[str, Any] = (
             {"failure_log": str(s.failure_log)} if s.failure_log is not None else
             {"weibull_shape": s.weibull_shape, "weibull_scale": s.weibull_scale,
-             "mtbf_hours": s.mtbf_hours, "failure_seed": s.failure_seed}
+             "mtbf_hours": s.mtbf_hours, "failure_seed": s.failure_seed,
+             "failure_units": self.failure_units}
         )
+        if s.mtbf_hours is not None:  # the scale the MTBF gave, so the run can be redone by λ
+            source["weibull_scale"] = scale_for_system_mtbf(s.mtbf_hours, self.failure_units,
+                                                            s.weibull_shape)
         return {**source, "repair_time": s.repair_time, "predictor": s.predictor,
                 "sensitivity": s.sensitivity, "specificity": s.specificity}
 
@@ -237,6 +247,7 @@ def replay(
         observer = AccountingObserver(settings.out / "accounting.log")
     try:
         qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer,
+                    queue_config=settings.queue_config, policies=settings.queue_policies,
                     failures=failures, repair_time=settings.repair_time, window=settings.window)
         tuning = QsimTuning(qsim, settings.tuning) if settings.tuning is not None else None
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
@@ -259,7 +270,8 @@ def replay(
         fair_start_method=settings.fair_start if fair is not None else None,
         failure_events=result.failure_events,
     )
-    report = ReplayReport(settings, result, metrics, list(trace.skipped), tuner)
+    report = ReplayReport(settings, result, metrics, list(trace.skipped),
+                          len(machine.failure_units()) if settings.has_failures else 0, tuner)
     if settings.out is not None:
         summary = json.dumps(report.summary(), indent=2, sort_keys=True) + "\n"
         _write_atomically(settings.out / "summary.json", summary)
