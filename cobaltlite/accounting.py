@@ -29,7 +29,8 @@ from cobaltlite.traces.model import TraceJob, TraceReadResult
 from cobaltlite.traces.swf import ESTIMATES, read_lines
 
 FAILURE_RECORD = "FAIL"
-"""A machine component failed (Qsim under failures): `FAIL;R00-M0;repaired=T killed=J1:J2`."""
+"""A machine component failed (Qsim under failures):
+`FAIL;R00-M0;failed_at=T repaired=T killed=J1:J2`; `read_failure_records` reads them back."""
 RESERVATION_RECORDS = frozenset({"B", "F", "K", "k", "Y", "U", "YA"})
 """Record types about reservations; the trace reader ignores them."""
 NOT_JOB_RECORDS = RESERVATION_RECORDS | {FAILURE_RECORD}
@@ -237,6 +238,28 @@ def read_accounting_log(
             result.append(built)
     result.sort(key=attrgetter("submit_time", "jobid"))
     return TraceReadResult(jobs=result, skipped=skipped, origin=0)
+
+
+def read_failure_records(path: str | Path) -> list[tuple[int, float, str]]:
+    """(line, time, component) of every FAIL record of a log, in file order: the failures a Qsim
+    replay met, to replay them again. The time is `failed_at=` (exact) or else the record's
+    timestamp (UTC, to the second). A malformed FAIL record is an InputError with file:line;
+    other records are not looked at."""
+    found: list[tuple[int, float, str]] = []
+    for lineno, raw in read_lines(path):
+        parts = raw.strip().split(";", 3)
+        if len(parts) < 3 or parts[1] != FAILURE_RECORD:
+            continue
+        try:
+            fields = dict(_split_pairs(parts[3]) if len(parts) == 4 else [])
+            if "failed_at" in fields:
+                when = _number(fields["failed_at"])
+            else:
+                when = _record_time(parts[0], UTC)
+        except _Malformed as exc:
+            raise InputError(f"{path}:{lineno}: FAIL record: {exc}") from None
+        found.append((lineno, when, parts[2]))
+    return found
 
 
 def _zone(name: str) -> tzinfo:

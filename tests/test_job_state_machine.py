@@ -201,7 +201,7 @@ def test_random_event_sequences_keep_the_invariants(events: list[str], start: st
         if status.state == STARTING and before.state != STARTING:
             assert not before.held, f"{event} started a held job ({before.display()})"
             started = True
-        if event == "requeue":
+        if status.state == "queued":  # requeued, or the launch failed: not started
             started = False
         if ended:
             assert status == before and not outcome.records, f"{event} changed a done job"

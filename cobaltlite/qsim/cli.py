@@ -12,20 +12,32 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cobaltlite.errors import CobaltliteError
+from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.faults.predictor import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
 from cobaltlite.jobs.queues import load_queue_config
 from cobaltlite.policy.loader import compile_file
 from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction, builtin_policy
+from cobaltlite.qsim.fairness import FAIR_START_METHODS
 from cobaltlite.qsim.metrics import (
     metrics_markdown,
     print_comparison,
     print_metrics,
 )
 from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, replay
-from cobaltlite.scheduler.scheduler import Backfill
+from cobaltlite.scheduler.scheduler import MAX_WINDOW, Backfill, check_window
+from cobaltlite.tuning.scheme import (
+    EXAMPLE_SCHEMES,
+    TuningScheme,
+    example_scheme,
+    load_scheme_file,
+)
 
 EPILOG = """\
+subcommands (given first, instead of --trace):
+  qsim sweep FILE [--out DIR] [--scheduler ADDRESS]   run an experiment file's grid of replays
+  qsim report DIR                                     HTML page + PNG figures of a replay or sweep
+  (qsim sweep --help, qsim report --help say more; docs/experiments.md describes the files)
+
 examples:
   qsim --trace lublin_256.swf.gz --machine flat:256 --policy fcfs --backfill easy
   qsim --trace intrepid-2009-first3000.6col.txt.gz --machine intrepid --policy wfp3 --out out/
@@ -82,6 +94,24 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _window(text: str) -> int:
+    try:
+        return check_window(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+
+def _tuning(spec: str | None) -> TuningScheme | None:
+    """A shipped scheme by name, else a YAML file."""
+    if spec is None:
+        return None
+    if spec in EXAMPLE_SCHEMES:
+        return example_scheme(spec)
+    path = Path(spec)
+    if not path.is_file():
+        raise InputError(f"--tuning {spec}: neither a file nor a shipped scheme "
+                         f"({', '.join(EXAMPLE_SCHEMES)})")
+    return load_scheme_file(path)
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -189,6 +219,22 @@ def build_parser() -> argparse.ArgumentParser:
         choices=[b.value for b in Backfill],
         help="backfilling: easy (nothing delays the top job), conservative (no "
         "queued job is delayed) or none (default: easy)",
+    )
+    parser.add_argument(
+        "--window", type=_window, default=1, metavar="W",
+        help=f"allocation window (seed 000 §3.3): permute the top W jobs and keep the order "
+        f"that ends first, 1 to {MAX_WINDOW} (default: 1, no reordering)",
+    )
+    parser.add_argument(
+        "--tuning", metavar="FILE|NAME",
+        help="adaptive tuning scheme (seed 000 §3.4): a YAML file (a `tuning:` section, see "
+        f"cobaltlite/tuning/scheme.py) or a shipped scheme: {', '.join(EXAMPLE_SCHEMES)}",
+    )
+    parser.add_argument(
+        "--fair-start", default="none", choices=["none", *FAIR_START_METHODS],
+        help="count unfair jobs (seed 000 §4.2): 'replay' forks the replay at each submission "
+        "(the definition), 'estimate' plans each submission instant once (cheaper); "
+        "default: none",
     )
     parser.add_argument(
         "--procs-per-node",
@@ -310,7 +356,17 @@ def _policy(name: str, args: argparse.Namespace) -> UtilityFunction:
     return builtin_policy(name, options)
 
 
+SUBCOMMANDS = ("sweep", "report")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        # Imported only here: a plain replay never loads Dask, pyarrow or matplotlib.
+        from cobaltlite.experiments import commands
+
+        run = commands.sweep_main if argv[0] == "sweep" else commands.report_main
+        return run(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     err = Console(stderr=True, soft_wrap=True)
@@ -323,6 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     reports = []
     try:
+        tuning = _tuning(args.tuning)
         policies = [_policy(name, args) for name in names]
         queue_config = None if args.queues is None else load_queue_config(args.queues)
         queue_policies = {q["policy"]: _policy(q["policy"], args)
@@ -335,7 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 schedulable=args.schedulable, processors_per_node=args.procs_per_node,
                 estimate=args.estimate, start=args.start, end=args.end,
                 arrival_scale=args.arrival_scale, lenient=args.lenient,
-                slowdown_bound=args.slowdown_bound, out=out,
+                slowdown_bound=args.slowdown_bound, out=out, window=args.window,
+                tuning=tuning, fair_start=args.fair_start,
                 queue_config=queue_config, queue_policies=queue_policies,
                 alpha=args.alpha, beta=args.beta, failure_log=args.failure_log,
                 mtbf_hours=args.mtbf_hours, weibull_scale=args.weibull_scale,
@@ -360,7 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if items:
             err.print(f"qsim: {len(items)} {label}; first: {items[0]}", markup=False)
     named = [(r.settings.policy.name, r.metrics) for r, _ in reports]
-    title = (f"{args.trace.name} on {args.machine}, {args.backfill} backfilling")
+    title = (f"{args.trace.name} on {args.machine}, {args.backfill} backfilling, W={args.window}"
+             + (f", tuning {tuning.name}" if tuning else ""))
     if args.markdown:
         print(metrics_markdown(named))
     elif len(reports) > 1:

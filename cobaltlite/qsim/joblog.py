@@ -2,7 +2,8 @@
 queue manager writes (cobaltlite.jobs.records), readable back as a trace.
 
 Under failures (docs/fault-aware.md) it also holds, at each failure, one FAIL record whose id is
-the failed component (`repaired=` when it returns, `killed=` the job ids, `:`-joined), and for
+the failed component (`failed_at=` the exact time, `repaired=` when it returns, `killed=` the job
+ids, `:`-joined; `qsim --failure-log` replays them), and for
 each job it killed an A record (`reason=failure component= lost_runtime= lost_exec_host=`) and
 an R record (the job is queued again, keeping its first `qtime`). A job's last S and E records
 describe its successful run, so reading the log back as a trace replays each job once.
@@ -42,7 +43,7 @@ class AccountingObserver(ReplayObserver):
         self._log.write(now, "E", job.jobid, end_fields(_facts(job), now, job.exit_status))
 
     def failed(self, component: str, now: float, repaired_at: float, jobids: list[int]) -> None:
-        fields: dict[str, object] = {"repaired": int(repaired_at)}
+        fields: dict[str, object] = {"failed_at": repr(now), "repaired": int(repaired_at)}
         if jobids:
             fields["killed"] = jobids
         self._log.write(now, FAILURE_RECORD, component, fields)

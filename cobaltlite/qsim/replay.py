@@ -6,6 +6,8 @@ they read traces and report metrics the same way.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gzip
 import json
 from collections.abc import Callable
@@ -30,17 +32,23 @@ from cobaltlite.faults.sources import (
     weibull_failures,
 )
 from cobaltlite.machine.catalog import load_description
-from cobaltlite.machine.description import FlatDescription
+from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import UtilityFunction
 from cobaltlite.qsim.engine import DEFAULT_REPAIR_TIME, Qsim, ReplayResult
+from cobaltlite.qsim.fairness import Settings as FairnessSettings
+from cobaltlite.qsim.fairness import SettingsAt, fair_start_times
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.traces.intrepid_list import read_intrepid_list
 from cobaltlite.traces.model import TraceJob, TraceReadResult, select_window
 from cobaltlite.traces.swf import read_swf
+from cobaltlite.tuning.apply import with_balance_factor
+from cobaltlite.tuning.qsim import QsimTuning
+from cobaltlite.tuning.scheme import TuningScheme
+from cobaltlite.tuning.tuner import Tuner
 
 TRACE_FORMATS = ("auto", "swf", "accounting", "intrepid-list")
 
@@ -64,6 +72,9 @@ class ReplaySettings:
     lenient: bool = False
     slowdown_bound: float = 10.0
     out: Path | None = None
+    window: int = 1
+    tuning: TuningScheme | None = None
+    fair_start: str = "none"  # "none", or a method of cobaltlite/qsim/fairness.py
     # Queues, limits and policies (cobaltlite.jobs.queues.load_queue_config), and the utility
     # functions their policy names resolve to; None: the trace's queues, unrestricted.
     queue_config: list[dict[str, Any]] | None = None
@@ -94,6 +105,8 @@ class ReplayReport:
     result: ReplayResult
     metrics: dict[str, Any]
     trace_skipped: list[str] = field(default_factory=list)
+    failure_units: int = 0  # midplanes (BG/P) or nodes (flat) failures were generated for
+    tuner: Tuner | None = None
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary: settings, counts and metrics, nothing that depends on wall time."""
@@ -113,6 +126,11 @@ class ReplayReport:
             "jobs_skipped_reading": len(self.trace_skipped),
             "jobs_skipped_unplaceable": len(self.result.skipped),
             "scheduling_passes": self.result.passes,
+            "window": s.window,
+            "tuning": None if self.tuner is None or s.tuning is None else {
+                "scheme": s.tuning.describe(),
+                "changes": [change.as_record() for change in self.tuner.changes],
+            },
             "queues": None if s.queue_config is None else [q["name"] for q in s.queue_config],
             "metrics": self.metrics,
             **({"failure_model": self.failure_model()} if s.has_failures else {}),
@@ -123,8 +141,12 @@ class ReplayReport:
         source: dict[str, Any] = (
             {"failure_log": str(s.failure_log)} if s.failure_log is not None else
             {"weibull_shape": s.weibull_shape, "weibull_scale": s.weibull_scale,
-             "mtbf_hours": s.mtbf_hours, "failure_seed": s.failure_seed}
+             "mtbf_hours": s.mtbf_hours, "failure_seed": s.failure_seed,
+             "failure_units": self.failure_units}
         )
+        if s.mtbf_hours is not None:  # the scale the MTBF gave, so the run can be redone by λ
+            source["weibull_scale"] = scale_for_system_mtbf(s.mtbf_hours, self.failure_units,
+                                                            s.weibull_shape)
         return {**source, "repair_time": s.repair_time, "predictor": s.predictor,
                 "sensitivity": s.sensitivity, "specificity": s.specificity}
 
@@ -175,17 +197,45 @@ def read_trace(settings: ReplaySettings, processors_per_node: int) -> TraceReadR
     return result
 
 
-def replay(
-    settings: ReplaySettings, progress_factory: Callable[[int], Callable[[int], None]] | None = None
-) -> ReplayReport:
-    description = load_description(settings.machine, schedulable=settings.schedulable)
+WINDOW_FIELDS = ("start", "end", "arrival_scale")
+"""The settings a replay applies to the jobs after reading (select_window): every other setting
+that read_trace uses decides what is read."""
+
+
+def read_whole_trace(settings: ReplaySettings, processors_per_node: int) -> TraceReadResult:
+    """The trace as `read_trace` reads it without the window and the arrival scaling: what several
+    replays of one file share (a sweep reads each file once; see `replay(whole_trace=...)`)."""
+    unwindowed = dataclasses.replace(settings, start=None, end=None, arrival_scale=1.0)
+    return read_trace(unwindowed, processors_per_node)
+
+
+def processors_per_node(
+    settings: ReplaySettings, description: BGPDescription | FlatDescription
+) -> int:
+    """How many SWF processors make one node: the setting, else the flat machine's, else BG/P's."""
     if settings.processors_per_node is not None:
-        ppn = settings.processors_per_node
-    elif isinstance(description, FlatDescription):
-        ppn = description.processors_per_node
+        return settings.processors_per_node
+    if isinstance(description, FlatDescription):
+        return description.processors_per_node
+    return BGP_CORES_PER_NODE
+
+
+def replay(
+    settings: ReplaySettings,
+    progress_factory: Callable[[int], Callable[[int], None]] | None = None,
+    whole_trace: TraceReadResult | None = None,
+) -> ReplayReport:
+    """Replay `settings`. `whole_trace`, when given, is `read_whole_trace(settings, ...)` read
+    earlier: the replay windows and scales copies of its jobs and leaves it unchanged, so one
+    read serves many replays. The result is the same as reading the file here."""
+    description = load_description(settings.machine, schedulable=settings.schedulable)
+    if whole_trace is None:
+        trace = read_trace(settings, processors_per_node(settings, description))
     else:
-        ppn = BGP_CORES_PER_NODE
-    trace = read_trace(settings, ppn)
+        # select_window rescales submit times in place: work on copies of the shared jobs.
+        jobs = select_window([copy.copy(job) for job in whole_trace.jobs], settings.start,
+                             settings.end, settings.arrival_scale)
+        trace = TraceReadResult(jobs, list(whole_trace.skipped), whole_trace.origin)
     machine = build_machine(description, alpha=settings.alpha, beta=settings.beta)
     failures = failure_list(settings, machine, trace.jobs)
     if failures is not None:
@@ -198,26 +248,53 @@ def replay(
     try:
         qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer,
                     queue_config=settings.queue_config, policies=settings.queue_policies,
-                    failures=failures, repair_time=settings.repair_time)
+                    failures=failures, repair_time=settings.repair_time, window=settings.window)
+        tuning = QsimTuning(qsim, settings.tuning) if settings.tuning is not None else None
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
         result = qsim.run(progress)
     finally:
         if observer is not None:
             observer.close()
+    tuner = tuning.tuner if tuning is not None else None
+    fair = None
+    if settings.fair_start != "none":
+        fair = fair_start_times(result.outcomes, build_machine(description), settings.backfill,
+                                _settings_at(settings, tuner),
+                                "estimate" if settings.fair_start == "estimate" else "replay")
     metrics = compute_metrics(
         result.outcomes,
         result.samples,
         result.machine_nodes,
         slowdown_bound=settings.slowdown_bound,
+        fair_start=fair,
+        fair_start_method=settings.fair_start if fair is not None else None,
         failure_events=result.failure_events,
     )
-    report = ReplayReport(settings, result, metrics, list(trace.skipped))
+    report = ReplayReport(settings, result, metrics, list(trace.skipped),
+                          len(machine.failure_units()) if settings.has_failures else 0, tuner)
     if settings.out is not None:
         summary = json.dumps(report.summary(), indent=2, sort_keys=True) + "\n"
         _write_atomically(settings.out / "summary.json", summary)
     return report
 
 
+def _settings_at(settings: ReplaySettings, tuner: Tuner | None) -> SettingsAt:
+    """The policy and window in force at an instant of the replay (for fair start times)."""
+    fixed = FairnessSettings(settings.policy, settings.window)
+    if tuner is None:
+        return lambda _t: fixed
+    by_values: dict[tuple[float, float], FairnessSettings] = {}
+
+    def at(time: float) -> FairnessSettings:
+        values = tuner.values_at(time)
+        key = (values["bf"], values["w"])
+        if key not in by_values:
+            tunes_bf = any(r.tunable == "bf" for r in tuner.scheme.rules) if tuner.scheme else False
+            policy = with_balance_factor(settings.policy, key[0]) if tunes_bf else settings.policy
+            by_values[key] = FairnessSettings(policy, int(key[1]))
+        return by_values[key]
+
+    return at
 def failure_list(
     settings: ReplaySettings, machine: Machine, jobs: list[TraceJob]
 ) -> list[FailureEvent] | None:
