@@ -20,7 +20,7 @@ from cobaltlite.jobs.queues import load_queue_config
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import builtin_policy
-from cobaltlite.qsim.engine import Qsim, ReplayResult
+from cobaltlite.qsim.engine import Qsim, ReplayResult, SimJob
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.rpc.client import connect
 from cobaltlite.traces.model import TraceJob
@@ -122,6 +122,20 @@ def test_each_queue_ranks_with_its_own_policy(tmp_path: Path) -> None:
     result = starts(replay([job(1, queue="a", submit=0), job(3, queue="a", submit=1),
                             job(2, queue="a", submit=1)], config, nodes=1, high_prio=True))
     assert [jobid for jobid, _ in sorted(result.items(), key=lambda kv: kv[1])] == [1, 2, 3]
+
+
+def test_a_resumed_replay_counts_the_running_jobs_against_the_queues_limits(
+        tmp_path: Path) -> None:
+    config = queue_file(tmp_path, "queues:\n  default:\n    maxrunning: 1\n")
+    qsim = Qsim([], build_machine(load_description("flat:4")), builtin_policy("fcfs"),
+                queue_config=config)
+    running = SimJob(jobid=1, size=1, wall_time=200, run_time=100, submit_time=0,
+                     user_name="alice", project="p", queue="default", start_time=0,
+                     location="0")
+    waiting = SimJob(jobid=2, size=1, wall_time=200, run_time=100, submit_time=0,
+                     user_name="alice", project="p", queue="default")
+    qsim.resume(10, [running], [waiting])
+    assert starts(qsim.run())[2][0] == 100  # maxrun_hold until job 1 ended
 
 
 def test_dependencies_survive_the_job_log_round_trip(tmp_path: Path) -> None:

@@ -223,6 +223,11 @@ class Qsim:
             self._running[job.jobid] = job
             heapq.heappush(self._ends, (job.end_time, job.jobid))
         self._queue.update((job.jobid, job) for job in queued)
+        if self._limited:  # the queues' running limits count the resumed jobs too
+            for job in running:
+                self._load(job.queue).add(job.user_name, job.size, job.wall_time, running=True)
+            for job in queued:
+                self._load(job.queue).add(job.user_name, job.size, job.wall_time, running=False)
 
     # ---- the queue-manager interface ---------------------------------------------------
 
@@ -286,10 +291,7 @@ class Qsim:
                 return
             job.queue_priority = self._queues[job.queue]["priority"]
         if self._limited:
-            load = self._loads.get(job.queue)
-            if load is None:
-                load = self._loads[job.queue] = QueueLoad()
-            load.add(job.user_name, job.size, job.wall_time, running=False)
+            self._load(job.queue).add(job.user_name, job.size, job.wall_time, running=False)
         if job.dependencies:
             self._wait_for_parents(job)
         self.observer.submitted(job, now)
@@ -314,6 +316,12 @@ class Qsim:
         self._known.discard(job.jobid)
         for child in self._dependants.pop(job.jobid, ()):
             child.status = lifecycle.parent_missing(child.status, job.jobid).status
+
+    def _load(self, queue: str) -> QueueLoad:
+        load = self._loads.get(queue)
+        if load is None:
+            load = self._loads[queue] = QueueLoad()
+        return load
 
     def _scheduled(self, job: SimJob) -> bool:
         return self._queues[job.queue]["state"] in queues.SCHEDULED_STATES
