@@ -25,6 +25,11 @@ from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, replay
 from cobaltlite.scheduler.scheduler import Backfill
 
 EPILOG = """\
+subcommands (given first, instead of --trace):
+  qsim sweep FILE [--out DIR] [--scheduler ADDRESS]   run an experiment file's grid of replays
+  qsim report DIR                                     HTML page + PNG figures of a replay or sweep
+  (qsim sweep --help, qsim report --help say more; docs/experiments.md describes the files)
+
 examples:
   qsim --trace lublin_256.swf.gz --machine flat:256 --policy fcfs --backfill easy
   qsim --trace intrepid-2009-first3000.6col.txt.gz --machine intrepid --policy wfp3 --out out/
@@ -302,7 +307,17 @@ def _policy(name: str, args: argparse.Namespace) -> UtilityFunction:
     return builtin_policy(name, options)
 
 
+SUBCOMMANDS = ("sweep", "report")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        # Imported only here: a plain replay never loads Dask, pyarrow or matplotlib.
+        from cobaltlite.experiments import commands
+
+        run = commands.sweep_main if argv[0] == "sweep" else commands.report_main
+        return run(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     err = Console(stderr=True, soft_wrap=True)

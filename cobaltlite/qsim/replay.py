@@ -6,6 +6,8 @@ they read traces and report metrics the same way.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gzip
 import json
 from collections.abc import Callable
@@ -30,7 +32,7 @@ from cobaltlite.faults.sources import (
     weibull_failures,
 )
 from cobaltlite.machine.catalog import load_description
-from cobaltlite.machine.description import FlatDescription
+from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import UtilityFunction
@@ -170,17 +172,45 @@ def read_trace(settings: ReplaySettings, processors_per_node: int) -> TraceReadR
     return result
 
 
-def replay(
-    settings: ReplaySettings, progress_factory: Callable[[int], Callable[[int], None]] | None = None
-) -> ReplayReport:
-    description = load_description(settings.machine, schedulable=settings.schedulable)
+WINDOW_FIELDS = ("start", "end", "arrival_scale")
+"""The settings a replay applies to the jobs after reading (select_window): every other setting
+that read_trace uses decides what is read."""
+
+
+def read_whole_trace(settings: ReplaySettings, processors_per_node: int) -> TraceReadResult:
+    """The trace as `read_trace` reads it without the window and the arrival scaling: what several
+    replays of one file share (a sweep reads each file once; see `replay(whole_trace=...)`)."""
+    unwindowed = dataclasses.replace(settings, start=None, end=None, arrival_scale=1.0)
+    return read_trace(unwindowed, processors_per_node)
+
+
+def processors_per_node(
+    settings: ReplaySettings, description: BGPDescription | FlatDescription
+) -> int:
+    """How many SWF processors make one node: the setting, else the flat machine's, else BG/P's."""
     if settings.processors_per_node is not None:
-        ppn = settings.processors_per_node
-    elif isinstance(description, FlatDescription):
-        ppn = description.processors_per_node
+        return settings.processors_per_node
+    if isinstance(description, FlatDescription):
+        return description.processors_per_node
+    return BGP_CORES_PER_NODE
+
+
+def replay(
+    settings: ReplaySettings,
+    progress_factory: Callable[[int], Callable[[int], None]] | None = None,
+    whole_trace: TraceReadResult | None = None,
+) -> ReplayReport:
+    """Replay `settings`. `whole_trace`, when given, is `read_whole_trace(settings, ...)` read
+    earlier: the replay windows and scales copies of its jobs and leaves it unchanged, so one
+    read serves many replays. The result is the same as reading the file here."""
+    description = load_description(settings.machine, schedulable=settings.schedulable)
+    if whole_trace is None:
+        trace = read_trace(settings, processors_per_node(settings, description))
     else:
-        ppn = BGP_CORES_PER_NODE
-    trace = read_trace(settings, ppn)
+        # select_window rescales submit times in place: work on copies of the shared jobs.
+        jobs = select_window([copy.copy(job) for job in whole_trace.jobs], settings.start,
+                             settings.end, settings.arrival_scale)
+        trace = TraceReadResult(jobs, list(whole_trace.skipped), whole_trace.origin)
     machine = build_machine(description, alpha=settings.alpha, beta=settings.beta)
     failures = failure_list(settings, machine, trace.jobs)
     if failures is not None:
