@@ -183,7 +183,8 @@ def read_accounting_log(
     - requested_time (`estimate="requested"`): `Resource_List.walltime=` (HH:MM:SS or seconds),
       else the run time; `estimate="runtime"`: always the run time. Unlike Cobalt's Qsim, run
       times past the wall time are kept as they are (the replay kills the job at the limit);
-    - user `user=`, project `account=` (or `project=`), queue `queue=`;
+    - user `user=`, project `account=` (or `project=`), queue `queue=`, dependencies
+      `dependencies=` (job ids separated by `:`, as the Q record carries them);
     - times (`qtime`, `ctime`, `start`, `end`) are epoch seconds or `YYYY-MM-DD HH:MM:SS`.
 
     Record timestamps and `YYYY-MM-DD` times are read in `timezone` (an IANA name): UTC for logs
@@ -472,6 +473,10 @@ def _build(jobid: int, job: _Job, estimate: str) -> TraceJob | str:
         return f"run time {run} s on {nodes} nodes: nothing to replay"
     walltime = f.get("Resource_List.walltime")
     requested = round(walltime) if estimate == "requested" and walltime else run
+    deps_text = texts.get("dependencies", "")
+    deps = deps_text.split(":") if deps_text else []
+    if not all(d.isdigit() for d in deps):
+        return f"dependencies {deps_text!r}: not job ids separated by ':'"
     return TraceJob(
         jobid=jobid,
         submit_time=round(submit),
@@ -481,5 +486,6 @@ def _build(jobid: int, job: _Job, estimate: str) -> TraceJob | str:
         user=texts.get("user", "unknown"),
         project=texts.get("account", texts.get("project", "unknown")),
         queue=texts.get("queue", "default"),
+        dependencies=tuple(int(d) for d in deps),
         extra={key: texts[key] for key in ("exec_host", "Exit_status") if key in texts},
     )

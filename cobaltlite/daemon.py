@@ -105,7 +105,7 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
     registry = PolicyRegistry(Path(config.utility_file) if config.utility_file else None,
                               config.utility_budget, configured=configured_utility_file)
     manager = QueueManager(store, WallClock(), accounting, Peer(config, "system"), wake,
-                           registry)
+                           registry, default_policy=config.default_policy)
     threading.Thread(target=_watch_utility_file, args=(manager, config, stop),
                      name="utility file", daemon=True).start()
 
@@ -185,7 +185,20 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
         return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock,
                           alpha=config.allocation_alpha, beta=config.allocation_beta)
 
-    loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval)
+    monitor = Peer(config, "metrics-monitor")
+
+    def read_metrics() -> dict[str, float] | None:
+        try:
+            latest = monitor.latest()
+        except Exception as exc:  # the monitor down: no check now, the next pass tries again
+            log.warning("metrics monitor unreachable for tuning", error=str(exc))
+            return None
+        return None if latest is None else latest["monitored"]
+
+    loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval,
+                         stopped_marker=Path(config.state_dir) / "scheduler-stopped",
+                         tuning=config.tuning,
+                         read_metrics=read_metrics if config.tuning else None)
     daemons = [serve_component(config, "scheduler", ComponentAPI(loop)),
                _serve_users(config.admin_socket, ControlAPI(loop, config.admin_group),
                             "scheduler-control", "the scheduler")]
@@ -206,9 +219,11 @@ class PeerClock:
 
 
 def run_metrics_monitor(config: Config, stop: threading.Event) -> list:
+    from cobaltlite.metrics_monitor.history import MetricHistory
     from cobaltlite.metrics_monitor.monitor import Monitor, MonitorAPI
 
-    monitor = Monitor(Peer(config, "queue-manager"), Peer(config, "system"), WallClock())
+    monitor = Monitor(Peer(config, "queue-manager"), Peer(config, "system"), WallClock(),
+                      history=MetricHistory(config.database_url))
     daemons = [serve_component(config, "metrics-monitor", MonitorAPI(monitor))]
 
     def sample() -> None:

@@ -47,6 +47,9 @@ def test_a_failure_replay_reports_jfr_and_sulr_everywhere(
     assert failures["events"] > 0 and failures["failed_runs"] > 0
     assert 0 < failures["jfr"] < 1 and 0 < failures["sulr"] < 1
     assert summary["failure_model"]["mtbf_hours"] == 4.0
+    # λ = 4 h x 80 midplanes (k = 1): the per-midplane scale that gives that system MTBF.
+    assert summary["failure_model"]["failure_units"] == 80
+    assert summary["failure_model"]["weibull_scale"] == pytest.approx(4 * 3600 * 80)
     assert summary["failure_model"]["predictor"] == "window"
     assert (summary["alpha"], summary["beta"]) == (1.0, 1.0)
     # The job log holds the failures and reads back as the 400 jobs, each from its first submit.

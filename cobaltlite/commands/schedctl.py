@@ -2,13 +2,16 @@
 
 --start/--stop pause and resume scheduling; --reread-policy checks and activates the utility
 file; --check validates a file without activating it; --try replays a job log with a candidate
-function and with the current policy and prints both side by side. Starting, stopping and
-rereading need root or the admin group; --status, --check and --try are open to everyone
-(--check and --try run in this process, so no untested code ever runs in a daemon).
+function and with the current policy and prints both side by side; --score and --inherit set
+jobs' scores and the fraction of their score a dependent job inherits. Starting, stopping,
+rereading, --score and --inherit need root or the admin group; --status, --check and --try are
+open to everyone (--check and --try run in this process, so no untested code ever runs in a
+daemon).
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -23,6 +26,7 @@ from cobaltlite.commands.common import (
     add_help_option,
     connect_queue_manager,
     connect_system,
+    report_results,
     run_command,
 )
 from cobaltlite.config import load_config
@@ -44,6 +48,11 @@ def build_parser() -> CommandParser:
     action.add_argument("--status", action="store_true",
                         help="scheduling on or off, the active utility file, and any function "
                         "that failed since the last reload")
+    action.add_argument("--set", dest="set_tunable", metavar="NAME=VALUE",
+                        help="pin a tunable of the scheduler, e.g. w=3: tuning rules no longer "
+                        "move it until --unset (admin)")
+    action.add_argument("--unset", dest="unset_tunable", metavar="NAME",
+                        help="release a pinned tunable: its tuning rule sets it again (admin)")
     action.add_argument("--reread-policy", action="store_true",
                         help="check the configured utility file and activate it if it passes; "
                         "the previous functions stay active otherwise (admin)")
@@ -54,6 +63,12 @@ def build_parser() -> CommandParser:
     action.add_argument("--try", dest="try_file", metavar="FILE", type=Path,
                         help="replay a job log with a function from FILE and with the current "
                         "policy, and print their metrics side by side (needs --policy, --against)")
+    action.add_argument("--score", metavar="[+|-]N",
+                        help="set the jobs' scores to N, or raise (+N) or lower (-N) them (admin)")
+    action.add_argument("--inherit", metavar="F", type=float,
+                        help="the jobs pass F times their score to jobs that depend on them "
+                        "when they end (0 <= F <= 1; admin)")
+    parser.add_argument("jobids", nargs="*", metavar="jobid", help="with --score or --inherit")
     parser.add_argument("--policy", metavar="NAME", help="with --try: the function in FILE")
     parser.add_argument("--against", metavar="LOG", type=Path,
                         help="with --try: the job log to replay (the production accounting log "
@@ -74,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: Any) -> int:
+    if args.score is not None or args.inherit is not None:
+        return _job_scores(args)
+    if args.jobids:
+        raise CommandError("No arguments needed")
     if args.try_file is not None:
         return _try(args)
     if args.check is not None:
@@ -85,6 +104,40 @@ def _run(args: Any) -> int:
               f"{', '.join(outcome['functions'])}")
         return 0
     return _scheduler(args)
+
+
+def parse_score(text: str) -> str:
+    """--score's `N`, `+N` or `-N` (N a number), passed on as written: the sign says absolute
+    or relative, which the queue manager applies."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise CommandError(f"--score must be a number, optionally signed: {text}") from None
+    if not math.isfinite(value):
+        raise CommandError(f"--score must be a finite number: {text}")
+    return text
+
+
+def _job_scores(args: Any) -> int:
+    if not args.jobids:
+        raise CommandError("At least one jobid must be supplied")
+    jobids = [_jobid(text) for text in args.jobids]
+    score = parse_score(args.score) if args.score is not None else None
+    if score is None and not 0.0 <= args.inherit <= 1.0:
+        raise CommandError(f"--inherit must be between 0 and 1: {args.inherit:g}")
+    with connect_queue_manager() as qm:
+        if score is not None:
+            results = qm.adjust_scores(jobids, score)
+        else:
+            results = qm.set_dep_frac(jobids, args.inherit)
+    return report_results(PROG, results)
+
+
+def _jobid(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CommandError(f"jobid must be an integer, found '{text}'") from None
 
 
 def _scheduler(args: Any) -> int:
@@ -100,6 +153,11 @@ def _scheduler(args: Any) -> int:
         elif args.stop:
             scheduler.stop()
             print("Job Scheduling: DISABLED")
+        elif args.set_tunable is not None:
+            name, value = _tunable_setting(args.set_tunable)
+            _print_tuning(scheduler.set_tunable(name, value))
+        elif args.unset_tunable is not None:
+            _print_tuning(scheduler.unset_tunable(args.unset_tunable))
         else:
             status = scheduler.status()
             print(f"Job Scheduling: {'ENABLED' if status['active'] else 'DISABLED'}")
@@ -109,10 +167,11 @@ def _scheduler(args: Any) -> int:
                   f"backfilling: {status['backfill']}")
             if status["last_error"]:
                 print(f"last pass failed: {status['last_error']}")
+            _print_tuning(status["tuning"])
             with connect_queue_manager() as qm:
                 _print_policy_status(qm.policy_status())
             _print_failure_status()
-    except PermissionError as exc:
+    except (PermissionError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     except BrokenPipeError:
         raise  # stdout's reader left (`schedctl --status | head -1`): run_command exits quietly
@@ -120,6 +179,29 @@ def _scheduler(args: Any) -> int:
         raise CommandError(f"cannot reach the scheduler at {config.admin_socket}: {exc} "
                            "(is `cobaltlite up` running?)") from None
     return 0
+
+
+def _tunable_setting(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        if sep and name:
+            return name.strip().lower(), float(value)
+    except ValueError:
+        pass
+    raise CommandError(f"--set {text!r}: expected NAME=NUMBER, e.g. w=3")
+
+
+def _print_tuning(tuning: dict[str, Any]) -> None:
+    values = tuning["values"]
+    pins = tuning["pins"]
+    shown = ", ".join(f"{name.upper()} = {values[name]:g}" + (" (pinned)" if name in pins else "")
+                      for name in ("bf", "w"))
+    print(f"tunables: {shown}; tuning: {tuning['scheme'] or 'off'}")
+    last = tuning["last_change"]
+    if last is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last["time"]))
+        print(f"last change: {last['tunable'].upper()} {last['old']:g} -> {last['new']:g} at "
+              f"{when}: {last['reason']}")
 
 
 def _print_policy_status(status: dict[str, Any]) -> None:

@@ -12,17 +12,25 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cobaltlite.errors import CobaltliteError
+from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.faults.predictor import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
+from cobaltlite.jobs.queues import load_queue_config
 from cobaltlite.policy.loader import compile_file
 from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction, builtin_policy
+from cobaltlite.qsim.fairness import FAIR_START_METHODS
 from cobaltlite.qsim.metrics import (
     metrics_markdown,
     print_comparison,
     print_metrics,
 )
 from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, replay
-from cobaltlite.scheduler.scheduler import Backfill
+from cobaltlite.scheduler.scheduler import MAX_WINDOW, Backfill, check_window
+from cobaltlite.tuning.scheme import (
+    EXAMPLE_SCHEMES,
+    TuningScheme,
+    example_scheme,
+    load_scheme_file,
+)
 
 EPILOG = """\
 subcommands (given first, instead of --trace):
@@ -86,6 +94,24 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _window(text: str) -> int:
+    try:
+        return check_window(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+
+def _tuning(spec: str | None) -> TuningScheme | None:
+    """A shipped scheme by name, else a YAML file."""
+    if spec is None:
+        return None
+    if spec in EXAMPLE_SCHEMES:
+        return example_scheme(spec)
+    path = Path(spec)
+    if not path.is_file():
+        raise InputError(f"--tuning {spec}: neither a file nor a shipped scheme "
+                         f"({', '.join(EXAMPLE_SCHEMES)})")
+    return load_scheme_file(path)
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -181,11 +207,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="set a tunable of the policy, e.g. balance_factor=0.5 for balanced (repeatable)",
     )
     parser.add_argument(
+        "--queues", type=Path, metavar="FILE",
+        help="a queue configuration (YAML: queues with state, policy, priority and the "
+        "restrictions of cqadm --setq, see docs/operator-guide.md); jobs go to the queue "
+        "their trace names and meet the live queue manager's rules (default: every queue "
+        "of the trace, unrestricted, ranked by --policy)",
+    )
+    parser.add_argument(
         "--backfill",
         default="easy",
         choices=[b.value for b in Backfill],
         help="backfilling: easy (nothing delays the top job), conservative (no "
         "queued job is delayed) or none (default: easy)",
+    )
+    parser.add_argument(
+        "--window", type=_window, default=1, metavar="W",
+        help=f"allocation window (seed 000 §3.3): permute the top W jobs and keep the order "
+        f"that ends first, 1 to {MAX_WINDOW} (default: 1, no reordering)",
+    )
+    parser.add_argument(
+        "--tuning", metavar="FILE|NAME",
+        help="adaptive tuning scheme (seed 000 §3.4): a YAML file (a `tuning:` section, see "
+        f"cobaltlite/tuning/scheme.py) or a shipped scheme: {', '.join(EXAMPLE_SCHEMES)}",
+    )
+    parser.add_argument(
+        "--fair-start", default="none", choices=["none", *FAIR_START_METHODS],
+        help="count unfair jobs (seed 000 §4.2): 'replay' forks the replay at each submission "
+        "(the definition), 'estimate' plans each submission instant once (cheaper); "
+        "default: none",
     )
     parser.add_argument(
         "--procs-per-node",
@@ -330,7 +379,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     reports = []
     try:
+        tuning = _tuning(args.tuning)
         policies = [_policy(name, args) for name in names]
+        queue_config = None if args.queues is None else load_queue_config(args.queues)
+        queue_policies = {q["policy"]: _policy(q["policy"], args)
+                          for q in queue_config or () if q["policy"] is not None}
         for policy in policies:
             out = args.out / policy.name if args.out and len(policies) > 1 else args.out
             settings = ReplaySettings(
@@ -339,7 +392,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 schedulable=args.schedulable, processors_per_node=args.procs_per_node,
                 estimate=args.estimate, start=args.start, end=args.end,
                 arrival_scale=args.arrival_scale, lenient=args.lenient,
-                slowdown_bound=args.slowdown_bound, out=out,
+                slowdown_bound=args.slowdown_bound, out=out, window=args.window,
+                tuning=tuning, fair_start=args.fair_start,
+                queue_config=queue_config, queue_policies=queue_policies,
                 alpha=args.alpha, beta=args.beta, failure_log=args.failure_log,
                 mtbf_hours=args.mtbf_hours, weibull_scale=args.weibull_scale,
                 weibull_shape=args.weibull_shape, failure_seed=args.failure_seed,
@@ -363,7 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if items:
             err.print(f"qsim: {len(items)} {label}; first: {items[0]}", markup=False)
     named = [(r.settings.policy.name, r.metrics) for r, _ in reports]
-    title = (f"{args.trace.name} on {args.machine}, {args.backfill} backfilling")
+    title = (f"{args.trace.name} on {args.machine}, {args.backfill} backfilling, W={args.window}"
+             + (f", tuning {tuning.name}" if tuning else ""))
     if args.markdown:
         print(metrics_markdown(named))
     elif len(reports) > 1:
