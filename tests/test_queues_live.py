@@ -343,3 +343,29 @@ def test_queue_states_and_a_stopped_scheduler_survive_a_restart(accounts: Accoun
         fresh.wait_for(jobid, {"running", "done"})
     finally:
         fresh.stop()
+
+
+def test_an_admin_runs_a_job_on_a_named_place_past_the_running_limit(
+        instance: Instance, accounts: Accounts) -> None:
+    with root_api(instance) as api:
+        api.add_queues(["solo"])
+        api.set_queue(["solo"], {"maxrunning": "1"})
+        try:
+            first, second, held = (call_as(instance, accounts, ALICE, "submit",
+                                           spec(instance, queue="solo", user_hold=hold))
+                                   for hold in (False, False, True))
+            instance.wait_for(first, {"running"})
+            assert job_row(api, second)["display_state"] == "maxrun_hold"
+            refused, = calls_as(instance, accounts, ALICE, ("run", [[second], "3"]))
+            assert refused == ["PermissionError",
+                               "cqadm --run needs root or membership of the admin group"]
+            assert api.run([held], "3") == [{"jobid": held, "ok": False, "message":
+                                             f"   Failed to run job {held} on 3: is held "
+                                             "(user_hold)"}]
+            assert api.run([second], "3") == [{"jobid": second, "ok": True,
+                                               "message": f"started job {second} on 3"}]
+            assert job_row(api, second)["location"] == "3"
+            assert api.run([second], "2")[0]["message"] == (
+                f"   Failed to run job {second} on 2: is already active")
+        finally:
+            api.delete_queues(["solo"], True)
