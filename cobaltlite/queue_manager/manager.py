@@ -294,8 +294,9 @@ class QueueManager:
         at = {name: names.index(name) for name in self._SOURCES}
         deps = self._dependency_states(
             {row[0]: row[at["dependencies"]] for row in rows if row[at["dependencies"]]})
-        loads = self._loads()
         queue_rows = {q["name"]: q for q in self.store.queues()}
+        # The per-user load matters only to running limits; without any, skip the scan.
+        loads = self._loads() if any(q["restrictions"] for q in queue_rows.values()) else {}
         keep = [i for i, name in enumerate(names) if wanted is None or name in wanted
                 or name == "jobid"]
         table = []
