@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import itertools
 import json
@@ -140,7 +141,7 @@ class Experiment:
     configs: tuple[ReplayConfig, ...]
     parameter_names: tuple[str, ...]   # every policy parameter the experiment sets
 
-    @property
+    @functools.cached_property
     def swept(self) -> tuple[str, ...]:
         """The configuration columns that take more than one value: the axes of the plots."""
         rows = [c.columns(self.parameter_names) for c in self.configs]
