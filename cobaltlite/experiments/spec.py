@@ -43,9 +43,7 @@ import yaml
 
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.machine.catalog import load_description
-from cobaltlite.policy.loader import compile_file
-from cobaltlite.policy.utility import UtilityFunction, builtin_policy
-from cobaltlite.qsim.replay import ReplaySettings
+from cobaltlite.qsim.replay import ReplaySettings, policy_named
 
 TOP_KEYS = ("name", "description", "traces", "machines", "policies", "backfill", "grid",
             "repetitions")
@@ -73,18 +71,6 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ReplaySettings)
 
 class ExperimentError(InputError):
     """The experiment file is wrong; the message names the file and the key."""
-
-
-def policy_named(
-    name: str, options: Mapping[str, Any], utility_file: Path | None
-) -> UtilityFunction:
-    """A function of `utility_file` when it has one of that name, else a builtin (as qsim's
-    --policy and --utility-file choose)."""
-    if utility_file is not None:
-        site = compile_file(utility_file, {name: options} if options else None).functions
-        if name in site:
-            return site[name]
-    return builtin_policy(name, options)
 
 
 @dataclass(frozen=True)
