@@ -29,7 +29,8 @@ from cobaltlite.traces.model import TraceJob, TraceReadResult
 from cobaltlite.traces.swf import ESTIMATES, read_lines
 
 FAILURE_RECORD = "FAIL"
-"""A machine component failed (Qsim under failures): `FAIL;R00-M0;repaired=T killed=J1:J2`."""
+"""A machine component failed (Qsim under failures):
+`FAIL;R00-M0;failed_at=T repaired=T killed=J1:J2`; `read_failure_records` reads them back."""
 RESERVATION_RECORDS = frozenset({"B", "F", "K", "k", "Y", "U", "YA"})
 """Record types about reservations; the trace reader ignores them."""
 NOT_JOB_RECORDS = RESERVATION_RECORDS | {FAILURE_RECORD}
@@ -182,7 +183,8 @@ def read_accounting_log(
     - requested_time (`estimate="requested"`): `Resource_List.walltime=` (HH:MM:SS or seconds),
       else the run time; `estimate="runtime"`: always the run time. Unlike Cobalt's Qsim, run
       times past the wall time are kept as they are (the replay kills the job at the limit);
-    - user `user=`, project `account=` (or `project=`), queue `queue=`;
+    - user `user=`, project `account=` (or `project=`), queue `queue=`, dependencies
+      `dependencies=` (job ids separated by `:`, as the Q record carries them);
     - times (`qtime`, `ctime`, `start`, `end`) are epoch seconds or `YYYY-MM-DD HH:MM:SS`.
 
     Record timestamps and `YYYY-MM-DD` times are read in `timezone` (an IANA name): UTC for logs
@@ -236,6 +238,28 @@ def read_accounting_log(
             result.append(built)
     result.sort(key=attrgetter("submit_time", "jobid"))
     return TraceReadResult(jobs=result, skipped=skipped, origin=0)
+
+
+def read_failure_records(path: str | Path) -> list[tuple[int, float, str]]:
+    """(line, time, component) of every FAIL record of a log, in file order: the failures a Qsim
+    replay met, to replay them again. The time is `failed_at=` (exact) or else the record's
+    timestamp (UTC, to the second). A malformed FAIL record is an InputError with file:line;
+    other records are not looked at."""
+    found: list[tuple[int, float, str]] = []
+    for lineno, raw in read_lines(path):
+        parts = raw.strip().split(";", 3)
+        if len(parts) < 3 or parts[1] != FAILURE_RECORD:
+            continue
+        try:
+            fields = dict(_split_pairs(parts[3]) if len(parts) == 4 else [])
+            if "failed_at" in fields:
+                when = _number(fields["failed_at"])
+            else:
+                when = _record_time(parts[0], UTC)
+        except _Malformed as exc:
+            raise InputError(f"{path}:{lineno}: FAIL record: {exc}") from None
+        found.append((lineno, when, parts[2]))
+    return found
 
 
 def _zone(name: str) -> tzinfo:
@@ -449,6 +473,10 @@ def _build(jobid: int, job: _Job, estimate: str) -> TraceJob | str:
         return f"run time {run} s on {nodes} nodes: nothing to replay"
     walltime = f.get("Resource_List.walltime")
     requested = round(walltime) if estimate == "requested" and walltime else run
+    deps_text = texts.get("dependencies", "")
+    deps = deps_text.split(":") if deps_text else []
+    if not all(d.isdigit() for d in deps):
+        return f"dependencies {deps_text!r}: not job ids separated by ':'"
     return TraceJob(
         jobid=jobid,
         submit_time=round(submit),
@@ -458,5 +486,6 @@ def _build(jobid: int, job: _Job, estimate: str) -> TraceJob | str:
         user=texts.get("user", "unknown"),
         project=texts.get("account", texts.get("project", "unknown")),
         queue=texts.get("queue", "default"),
+        dependencies=tuple(int(d) for d in deps),
         extra={key: texts[key] for key in ("exec_host", "Exit_status") if key in texts},
     )

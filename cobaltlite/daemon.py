@@ -105,7 +105,7 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
     registry = PolicyRegistry(Path(config.utility_file) if config.utility_file else None,
                               config.utility_budget, configured=configured_utility_file)
     manager = QueueManager(store, WallClock(), accounting, Peer(config, "system"), wake,
-                           registry)
+                           registry, default_policy=config.default_policy)
     threading.Thread(target=_watch_utility_file, args=(manager, config, stop),
                      name="utility file", daemon=True).start()
 
@@ -185,7 +185,8 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
         return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock,
                           alpha=config.allocation_alpha, beta=config.allocation_beta)
 
-    loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval)
+    loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval,
+                         stopped_marker=Path(config.state_dir) / "scheduler-stopped")
     daemons = [serve_component(config, "scheduler", ComponentAPI(loop)),
                _serve_users(config.admin_socket, ControlAPI(loop, config.admin_group),
                             "scheduler-control", "the scheduler")]

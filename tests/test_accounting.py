@@ -16,6 +16,7 @@ from cobaltlite.accounting import (
     read_accounting_log,
 )
 from cobaltlite.errors import InputError
+from cobaltlite.jobs.records import JobFacts, end_fields, queued_fields, start_fields
 from cobaltlite.timefmt import format_hms
 from cobaltlite.traces.model import TraceJob
 
@@ -403,3 +404,40 @@ def test_round_trip_property(
     result = read_accounting_log(path)
     assert result.skipped == []
     assert strip_extra(result.jobs) == expected
+
+
+def test_the_queue_managers_records_read_back_as_the_job_they_describe(tmp_path: Path) -> None:
+    """Q, S and E records with every field of reference §2.9, as the live queue manager and
+    Qsim write them (cobaltlite.jobs.records), read back as the job."""
+    facts = JobFacts(jobid=42, user="alice", queue="short", project="climate", nodes=16,
+                     walltime=3600, submittime=T0, jobname="run one", group="users", procs=64,
+                     mode="script", cwd="/home/alice", command="/home/alice/run.sh",
+                     args=["-n", "16"], dependencies=[40, 41], starttime=T0 + 600,
+                     location="R00-M0")
+    path = tmp_path / "records.log"
+    with AccountingLog(path) as log:
+        log.write(T0, "Q", 42, queued_fields(facts))
+        log.write(T0 + 600, "S", 42, start_fields(facts, T0 + 600))
+        log.write(T0 + 2400, "E", 42, end_fields(facts, T0 + 2400, 0))
+    text = path.read_text()
+    for field in ("jobname=\"run one\"", "cwd=/home/alice", "exe=/home/alice/run.sh",
+                  "args=\"-n 16\"", "mode=script", "ctime=", "etime=", "group=users",
+                  "Resource_List.ncpus=64", "resources_used.walltime=00:30:00", "Exit_status=0",
+                  "dependencies=40:41"):
+        assert field in text, field
+    job, = read_accounting_log(path).jobs
+    assert (job.jobid, job.submit_time, job.run_time, job.requested_time, job.nodes) == (
+        42, T0, 1800, 3600, 16)
+    assert (job.user, job.project, job.queue, job.dependencies) == (
+        "alice", "climate", "short", (40, 41))
+    assert job.extra == {"exec_host": "R00-M0", "Exit_status": "0"}
+
+
+def test_a_malformed_dependency_list_skips_the_job_with_its_reason(tmp_path: Path) -> None:
+    path = tmp_path / "bad.log"
+    path.write_text("03/16/2009 09:00:00;E;7;qtime=1237194000 Resource_List.nodect=1 "
+                    "runtime=10 dependencies=4:x\n")
+    result = read_accounting_log(path)
+    assert result.jobs == []
+    assert result.skipped == [f"{path}:1: job 7: dependencies '4:x': not job ids separated "
+                              "by ':'"]

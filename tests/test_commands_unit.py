@@ -64,14 +64,18 @@ def job_row(jobid: int, **fields: Any) -> dict[str, Any]:
         "submittime": NOW - 100, "starttime": None, "endtime": None, "location": None,
         "exit_status": None, "end_reason": None, "score": 0.0, "user_hold": False,
         "admin_hold": False, "dependencies": [], "user_list": ["alice"], "attrs": {},
+        "dep_hold": False, "dep_frac": None, "preemptable": False, "inputfile": None,
+        "geometry": "", "notify": "",
     }
     row.update(fields)
     return row
 
 
 def queue_row(name: str, state: str = "running", **restrictions: Any) -> dict[str, Any]:
+    unset = dict.fromkeys(("maxtime", "mintime", "users", "groups", "maxqueued", "maxnodehours",
+                           "maxrunning", "maxtotaljobs", "maxusernodes", "totalnodes"))
     return {"name": name, "state": state, "policy": "default", "priority": 0,
-            "restrictions": restrictions}
+            **unset, **restrictions}
 
 
 @pytest.fixture
@@ -264,7 +268,7 @@ def test_output_prefix_names_files_and_job(tmp_path: Path) -> None:
     assert spec["jobname"] == "run7"
     assert spec["env"] == {"PATH": "/opt/bin"}
     assert spec["user_hold"] is True
-    assert spec["attrs"] == {"notify": "a@b.c"}
+    assert spec["notify"] == "a@b.c" and spec["attrs"] == {}
     assert spec["project"] == "proj"
     assert spec["dependencies"] == [3, 4]
 
@@ -273,7 +277,6 @@ def test_output_prefix_names_files_and_job(tmp_path: Path) -> None:
     (["-n", "1", "/bin/true"], "'time' not provided"),
     (["-t", "5", "/bin/true"], "'nodecount' not provided"),
     (["-n", "0", "-t", "5", "/bin/true"], "nodecount is 0 which is <= zero"),
-    (["-n", "1", "-t", "0", "/bin/true"], "'time' must be longer than zero"),
     (["-n", "1", "-t", "5", "--mode", "turbo", "/bin/true"], "Specified mode 'turbo' not valid"),
     (["-n", "1", "-t", "5", "-o", "/no/such/dir/out", "/bin/true"],
      "directory /no/such/dir does not exist"),
@@ -404,7 +407,7 @@ def test_unknown_column_is_an_error() -> None:
 def test_long_listing_is_vertical_and_complete(utc: None) -> None:
     row = job_row(10, state="running", display_state="running", short_state="R",
                   starttime=NOW - 30, args=["a b", "c"], env={"PATH": "/bin", "X": "1"},
-                  attrs={"notify": "a@b.c"}, dependencies=[3, 4])
+                  notify="a@b.c", dependencies=[3, 4])
     lines = qstat.render([row], list(qstat.LONG_HEADER), qstat.JOB_COLUMNS, NOW, vertical=True)
     assert lines[0] == "JobID: 10"
     fields = {k.strip(): v for k, _, v in (line.partition(": ") for line in lines[1:-1])}

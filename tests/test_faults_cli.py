@@ -47,6 +47,9 @@ def test_a_failure_replay_reports_jfr_and_sulr_everywhere(
     assert failures["events"] > 0 and failures["failed_runs"] > 0
     assert 0 < failures["jfr"] < 1 and 0 < failures["sulr"] < 1
     assert summary["failure_model"]["mtbf_hours"] == 4.0
+    # λ = 4 h x 80 midplanes (k = 1): the per-midplane scale that gives that system MTBF.
+    assert summary["failure_model"]["failure_units"] == 80
+    assert summary["failure_model"]["weibull_scale"] == pytest.approx(4 * 3600 * 80)
     assert summary["failure_model"]["predictor"] == "window"
     assert (summary["alpha"], summary["beta"]) == (1.0, 1.0)
     # The job log holds the failures and reads back as the 400 jobs, each from its first submit.
@@ -79,6 +82,21 @@ def test_a_failure_log_is_replayed(slice_trace: Path, tmp_path: Path) -> None:
     ran = qsim("--trace", str(slice_trace), *BASE, "--failure-log", str(log), "--markdown")
     assert ran.returncode == 0, ran.stderr
     assert "| failure events | 1 |" in ran.stdout
+
+
+def test_a_job_log_replays_its_failures_again(slice_trace: Path, tmp_path: Path) -> None:
+    first = qsim("--trace", str(slice_trace), *BASE, "--mtbf", "5", "--failure-seed", "2",
+                 "--out", str(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr
+    again = qsim("--trace", str(slice_trace), *BASE,
+                 "--failure-log", str(tmp_path / "a" / "accounting.log"), "--out",
+                 str(tmp_path / "b"))
+    assert again.returncode == 0, again.stderr
+    metrics = [json.loads((tmp_path / run / "summary.json").read_text())["metrics"]
+               for run in ("a", "b")]
+    # The same failures at the same instants: the same replay (the generated list's failures
+    # after the last job's end were never met, so only the met ones are in the log).
+    assert metrics[0] == metrics[1]
 
 
 @pytest.mark.parametrize("args,message", [

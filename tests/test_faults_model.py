@@ -183,3 +183,33 @@ def test_a_bad_failure_log_line_is_refused_with_file_and_line(
     path = write(tmp_path, f"1000 R00-M0\n{line}\n")
     with pytest.raises(InputError, match=f"failures.txt{message}"):
         read_failure_log(path, intrepid())
+
+
+def test_a_job_log_is_read_for_its_fail_records(tmp_path: Path) -> None:
+    path = write(tmp_path, "01/05/2009 08:00:00;Q;1;qtime=1231142400\n"
+                 "01/05/2009 08:00:00;FAIL;R00-M0;failed_at=1231142400.25 repaired=1231143600\n"
+                 "01/05/2009 09:00:00;FAIL;R01-M1;repaired=1231147200\n")
+    assert read_failure_log(path, intrepid()) == [FailureEvent(1231142400.25, "R00-M0"),
+                                                  FailureEvent(1231146000.0, "R01-M1")]
+    path.write_text("01/05/2009 08:00:00;FAIL;R00-M0;failed_at=soon\n")
+    with pytest.raises(InputError, match=r"failures\.txt:1: FAIL record"):
+        read_failure_log(path, intrepid())
+    path.write_text("01/05/2009 08:00:00;FAIL;R99-M0;repaired=1\n")
+    with pytest.raises(InputError, match=r"failures\.txt:1: .*'R99-M0'"):
+        read_failure_log(path, intrepid())
+
+
+def test_the_papers_weights_draw_a_job_toward_a_predicted_failure_on_intrepid() -> None:
+    # docs/fault-aware.md, "Do we agree with the paper?": every parent of a block over the
+    # failing midplane is unreliable too, and BLK_f discounts each of them by more than β·P_f
+    # adds, so with α = β = 1 (and 0.6/0.6) the cost prefers the block that is about to fail.
+    # With β = 100 P_f decides and the job goes elsewhere.
+    machine = BGPMachine(load_description("intrepid", schedulable="all"))
+    machine.failures = WindowPredictor([FailureEvent(100.0, "R23-M1")], machine)
+    assert machine.find_location(64, 1000.0, 0.0) == "ANL-R23-M1-N00-64"
+    assert machine.find_location(512, 1000.0, 0.0) == "ANL-R23-M1-512"
+    machine.beta = 100.0
+    assert "R23-M1" not in str(machine.find_location(64, 1000.0, 0.0))
+    assert machine.find_location(512, 1000.0, 0.0) == "ANL-R23-M0-512"
+    machine.failures = NoFailures()
+    assert machine.find_location(512, 1000.0, 0.0) == "ANL-R00-M1-512"

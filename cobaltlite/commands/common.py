@@ -1,4 +1,5 @@
-"""What qsub, qstat and qdel share: option parsing, exit codes, time specs, tables, the connection.
+"""What the commands share: option parsing, exit codes, job ids, time specs, tables, per-job
+results, the connection.
 
 Exit codes follow Cobalt (reference §3.0): 0 success, 1 a validation or server error, 2 a usage
 error (an unknown option or a malformed option value, as argparse reports it).
@@ -17,6 +18,7 @@ from typing import Any, NoReturn, Protocol
 
 import Pyro5.errors
 
+from cobaltlite import __version__
 from cobaltlite.config import instance_paths
 from cobaltlite.rpc.client import connect
 
@@ -60,9 +62,12 @@ class CommandParser(argparse.ArgumentParser):
 
 
 def add_help_option(parser: argparse.ArgumentParser, short: bool = True) -> None:
-    """--help, and -h too unless the command gives -h another meaning (qsub: held, as Cobalt)."""
+    """The options every command has: --help (and -h too unless the command gives -h another
+    meaning, qsub: held, as Cobalt) and --version."""
     names = ("-h", "--help") if short else ("--help",)
     parser.add_argument(*names, action="help", help="show this help and exit")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="show the cobaltlite version and exit")
 
 
 def print_error(prog: str, message: str) -> None:
@@ -90,6 +95,41 @@ def run_command(prog: str, body: Callable[[], int]) -> int:
         # Python would otherwise complain again when it flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+
+
+# ---- job ids -----------------------------------------------------------------------------------
+
+
+def parse_jobids(args: Sequence[str], what: str = "Jobid(s)") -> list[int]:
+    """Job ids in the order given, without repeats; Cobalt's messages for bad input."""
+    if not args:
+        raise CommandError(f"No {what} given")
+    jobids: list[int] = []
+    for arg in args:
+        try:
+            jobid = int(arg)
+        except ValueError:
+            raise CommandError(f"jobid must be an integer: {arg}") from None
+        if jobid not in jobids:
+            jobids.append(jobid)
+    return jobids
+
+
+def report_results(prog: str, results: Sequence[Row]) -> int:
+    """Print the per-job answers of hold, release, alter, move, run and the score methods.
+
+    Each result is `{"jobid", "ok", "message"}` with the message in Cobalt's words: successes
+    go to stdout, failures to stderr as `<prog>: <message>`. Exit status 1 when any failed.
+    """
+    failed = False
+    for result in results:
+        message = result.get("message") or f"job {result['jobid']}: done"
+        if result["ok"]:
+            print(message)
+        else:
+            failed = True
+            print_error(prog, message.strip())
+    return 1 if failed else 0
 
 
 # ---- time specifications ---------------------------------------------------------------------
@@ -199,7 +239,7 @@ class UserSocketClient:
 
     def _call(self, method: str, *args: Any) -> Any:
         try:
-            return getattr(self._proxy, method)(*args)
+            return self._remote(method)(*args)
         except Pyro5.errors.CommunicationError as exc:
             raise CommandError(
                 f"cannot reach {self.component} at {self._socket_path}: {exc} "
@@ -209,6 +249,17 @@ class UserSocketClient:
             raise CommandError(str(exc)) from None
         except Pyro5.errors.PyroError as exc:
             raise CommandError(f"{self.component} failed: {exc}") from None
+
+    def _remote(self, method: str) -> Any:
+        """The remote method. Pyro5 checks the server's exposed methods first (connecting if
+        need be), so a command newer than the running daemons is told so here."""
+        try:
+            return getattr(self._proxy, method)
+        except AttributeError:
+            raise CommandError(f"{self.component} at {self._socket_path} does not offer "
+                               f"'{method}': it is older than this command (cobaltlite "
+                               f"{__version__}); restart the daemons (`cobaltlite down`, "
+                               f"`cobaltlite up`)") from None
 
 
 class QueueManagerClient(UserSocketClient):
@@ -223,11 +274,53 @@ class QueueManagerClient(UserSocketClient):
         columns = table["columns"]
         return [dict(zip(columns, values, strict=True)) for values in table["rows"]]
 
-    def delete(self, jobids: list[int]) -> list[Row]:
+    def delete(self, jobids: list[int], force: bool = False) -> list[Row]:
+        # Only cqadm -f --kill forces; plain deletes use the call every server version takes.
+        if force:
+            return list(self._call("delete", jobids, True))
         return list(self._call("delete", jobids))
+
+    def hold(self, jobids: list[int], kind: str) -> list[Row]:
+        return list(self._call("hold", jobids, kind))
+
+    def release(self, jobids: list[int], kind: str) -> list[Row]:
+        return list(self._call("release", jobids, kind))
+
+    def alter(self, jobids: list[int], changes: dict[str, Any]) -> list[Row]:
+        return list(self._call("alter", jobids, changes))
+
+    def move(self, jobids: list[int], queue: str) -> list[Row]:
+        return list(self._call("move", jobids, queue))
+
+    def run(self, jobids: list[int], location: str) -> list[Row]:
+        return list(self._call("run", jobids, location))
+
+    def adjust_scores(self, jobids: list[int], value: str) -> list[Row]:
+        return list(self._call("adjust_scores", jobids, value))
+
+    def set_dep_frac(self, jobids: list[int], fraction: float) -> list[Row]:
+        return list(self._call("set_dep_frac", jobids, fraction))
+
+    def set_next_jobid(self, jobid: int) -> None:
+        self._call("set_next_jobid", jobid)
 
     def queues(self) -> list[Row]:
         return list(self._call("queues"))
+
+    def add_queues(self, names: list[str]) -> None:
+        self._call("add_queues", names)
+
+    def delete_queues(self, names: list[str], force: bool = False) -> None:
+        self._call("delete_queues", names, force)
+
+    def set_queue_state(self, names: list[str], state: str) -> None:
+        self._call("set_queue_state", names, state)
+
+    def set_queue(self, names: list[str], settings: dict[str, str]) -> None:
+        self._call("set_queue", names, settings)
+
+    def unset_queue(self, names: list[str], keys: list[str]) -> None:
+        self._call("unset_queue", names, keys)
 
     def limits(self) -> dict[str, Any]:
         return dict(self._call("limits"))

@@ -11,12 +11,12 @@ import sys
 from collections.abc import Sequence
 
 from cobaltlite.commands.common import (
-    CommandError,
     CommandParser,
     Row,
     add_help_option,
     connect_queue_manager,
     format_table,
+    parse_jobids,
     print_error,
     print_lines,
     run_command,
@@ -28,23 +28,9 @@ DELETED = frozenset({"deleted", "killing"})
 ALREADY_ENDING = "ending"
 
 
-def parse_jobids(args: Sequence[str]) -> list[int]:
-    """Job ids in the order given, without repeats; Cobalt's messages for bad input."""
-    if not args:
-        raise CommandError("No Jobid(s) given")
-    jobids: list[int] = []
-    for arg in args:
-        try:
-            jobid = int(arg)
-        except ValueError:
-            raise CommandError(f"jobid must be an integer: {arg}") from None
-        if jobid not in jobids:
-            jobids.append(jobid)
-    return jobids
-
-
-def report(results: Sequence[Row]) -> int:
-    """Print the deleted jobs as Cobalt did and a line on stderr for every other id."""
+def report(results: Sequence[Row], prog: str = PROG) -> int:
+    """Print the deleted jobs as Cobalt did and a line on stderr for every other id (cqadm
+    --kill reports the same way, under its own name)."""
     deleted = [r for r in results if r["result"] in DELETED]
     if deleted:
         print("      Deleted Jobs")
@@ -54,7 +40,7 @@ def report(results: Sequence[Row]) -> int:
     for result in results:
         if result["result"] in DELETED:
             continue
-        print_error(PROG, result.get("message") or f"job {result['jobid']}: {result['result']}")
+        print_error(prog, result.get("message") or f"job {result['jobid']}: {result['result']}")
         failed = failed or result["result"] != ALREADY_ENDING
     return 1 if failed else 0
 

@@ -44,12 +44,15 @@ DEFAULT_HEADER = ("JobID", "User", "WallTime", "Nodes", "State", "Location")
 FULL_HEADER = ("JobID", "JobName", "User", "WallTime", "QueuedTime", "RunTime", "TimeRemaining",
                "Nodes", "State", "Location", "Mode", "Procs", "Preemptable", "Queue",
                "StartTime", "Index")
-# Cobalt's long list without its Blue Gene fields (kernels, geometry, ...), plus what a job
-# that has ended can tell.
-LONG_HEADER = (*FULL_HEADER[:13], "User_Hold", "Admin_Hold", *FULL_HEADER[13:],
-               "SubmitTime", "Path", "OutputDir", "ErrorPath", "OutputPath", "CobaltLog", "Envs",
-               "Command", "Args", "Project", "Dependencies", "S", "Notify", "Score", "attrs",
-               "user_list", "EndTime", "ExitStatus", "EndReason")
+# Cobalt's long list (client_utils.py long_header) in its order, with the dependency hold
+# beside the other two, and what a job that has ended can tell at the end. Est_Start_Time is
+# left out: the scheduler publishes no start estimates.
+LONG_HEADER = (*FULL_HEADER[:13], "User_Hold", "Admin_Hold", "Dep_Hold", *FULL_HEADER[13:],
+               "SubmitTime", "Path", "OutputDir", "ErrorPath", "OutputPath", "CobaltLog",
+               "InputFile", "Envs", "Command", "Args", "Kernel", "KernelOptions", "ION_Kernel",
+               "ION_KernelOptions", "Project", "Dependencies", "S", "Notify", "Score",
+               "Maxtasktime", "attrs", "dep_frac", "user_list", "Geometry", "EndTime",
+               "ExitStatus", "EndReason")
 QUEUE_HEADER = ("Name", "Users", "Groups", "MinTime", "MaxTime", "MaxRunning", "MaxQueued",
                 "MaxUserNodes", "MaxNodeHours", "TotalNodes", "State")
 
@@ -145,6 +148,14 @@ def _field(name: str, show: Callable[[Any], str] = str) -> Column:
     return Column(lambda row, _now: row.get(name), show, needs=(name,), field=name)
 
 
+def _or_missing(text: str) -> str:
+    """Text fields the queue manager keeps as "" when unset."""
+    return text or MISSING
+
+
+_NOT_KEPT = Column(lambda _row, _now: None)
+"""A column of Cobalt's that names something cobaltlite does not have: shown as missing."""
+
 JOB_COLUMNS: dict[str, Column] = {
     "jobid": _field("jobid"),
     "jobname": _field("jobname"),
@@ -162,14 +173,15 @@ JOB_COLUMNS: dict[str, Column] = {
     "location": _field("location"),
     "mode": _field("mode"),
     "procs": _field("procs"),
-    # Nothing is preemptable in cobaltlite (Cobalt's preemption was rarely used, §2.6).
-    "preemptable": Column(lambda _row, _now: False),
+    # Stored and shown; the scheduler never preempts (neither did Cobalt's, §2.6).
+    "preemptable": _field("preemptable"),
     "user_hold": _field("user_hold"),
     "admin_hold": _field("admin_hold"),
+    "dep_hold": _field("dep_hold"),
     "queue": _field("queue"),
     "starttime": _field("starttime", format_timestamp),
     # Cobalt's Index numbered the tasks of a job array; cobaltlite has no job arrays.
-    "index": Column(lambda _row, _now: None),
+    "index": _NOT_KEPT,
     "submittime": _field("submittime", format_timestamp),
     "endtime": _field("endtime", format_timestamp),
     "path": Column(lambda row, _now: (row.get("env") or {}).get("PATH"), needs=("env",)),
@@ -177,16 +189,24 @@ JOB_COLUMNS: dict[str, Column] = {
     "errorpath": _field("errorpath"),
     "outputpath": _field("outputpath"),
     "cobaltlog": _field("cobaltlog"),
+    "inputfile": _field("inputfile", _or_missing),
     "envs": _field("env", _joined(":")),
     "command": _field("command"),
     "args": _field("args", lambda args: shlex.join(args) or MISSING),
+    # Blue Gene boot images and preemption time limits: cobaltlite has neither.
+    "kernel": _NOT_KEPT,
+    "kerneloptions": _NOT_KEPT,
+    "ion_kernel": _NOT_KEPT,
+    "ion_kerneloptions": _NOT_KEPT,
+    "maxtasktime": _NOT_KEPT,
     "project": _field("project"),
     "dependencies": _field("dependencies", _joined(":")),
-    "notify": Column(lambda row, _now: (row.get("attrs") or {}).get("notify"),
-                     needs=("attrs",)),
+    "notify": _field("notify", _or_missing),
     "score": _field("score", format_score),
     "attrs": _field("attrs", _joined(":")),
     "user_list": _field("user_list", _joined(":")),
+    "dep_frac": _field("dep_frac"),
+    "geometry": _field("geometry", _or_missing),
     "exitstatus": _field("exit_status"),
     # Why the job's last run ended; on a queued job, why it was resubmitted (a failure).
     "endreason": _field("end_reason"),
@@ -194,11 +214,12 @@ JOB_COLUMNS: dict[str, Column] = {
 
 
 def _restriction(name: str, show: Callable[[Any], str] = str) -> Column:
-    return Column(lambda row, _now: (row.get("restrictions") or {}).get(name), show)
+    """A queue restriction: a key of the queue's row, None where unset."""
+    return _field(name, show)
 
 
 def _duration(value: Any) -> str:
-    """A restriction in seconds (stored as given to the admin command, maybe as text)."""
+    """maxtime or mintime: seconds, as a job's wall time."""
     return format_hms(float(value))
 
 
@@ -209,6 +230,7 @@ QUEUE_COLUMNS: dict[str, Column] = {
     "mintime": _restriction("mintime", _duration),
     "maxtime": _restriction("maxtime", _duration),
     "maxrunning": _restriction("maxrunning"),
+    "maxtotaljobs": _restriction("maxtotaljobs"),
     "maxqueued": _restriction("maxqueued"),
     "maxusernodes": _restriction("maxusernodes"),
     "maxnodehours": _restriction("maxnodehours"),
@@ -249,7 +271,7 @@ def sort_rows(
     columns: Mapping[str, Column], now: float, reverse: bool = False,
 ) -> list[Row]:
     """Cobalt's order: by the --sort columns, else by score when shown, else by JobID (or the
-    first column when JobID is not shown), ascending; --reverse reverses."""
+    first column when JobID is not shown), ascending; --reverse reverses the whole list."""
     shown = [name.lower() for name in header]
     if sort:
         keys = [name.lower() for name in sort]
@@ -260,8 +282,10 @@ def sort_rows(
         keys = ["jobid"]
     else:
         keys = shown[:1]
-    return sorted(rows, reverse=reverse,
-                  key=lambda row: [_sort_key(columns[k].value(row, now)) for k in keys])
+    ordered = sorted(rows, key=lambda row: [_sort_key(columns[k].value(row, now))
+                                            for k in keys])
+    # The whole list backwards, ties included (sorted(reverse=True) keeps ties in order).
+    return ordered[::-1] if reverse else ordered
 
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -401,7 +425,10 @@ def show(qm: QueueManagerAPI, args: argparse.Namespace, environ: Mapping[str, st
     else:
         users = args.user.split(":") if args.user else None
         sort_keys = args.sort.split(":") if args.sort else None
-        rows, problems = select_jobs(qm, args.targets, users, needed_fields(header, sort_keys))
+        # The long listing shows every field the server keeps: ask for all of them, so it
+        # shows what this server has rather than failing on a field an older one lacks.
+        fields = None if args.full and args.long else needed_fields(header, sort_keys)
+        rows, problems = select_jobs(qm, args.targets, users, fields)
         missing = MISSING
     sort = args.sort.split(":") if args.sort else None
     ordered = sort_rows(rows, header, sort, columns, now, args.reverse)

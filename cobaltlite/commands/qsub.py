@@ -29,11 +29,14 @@ from cobaltlite.commands.common import (
     print_error,
     run_command,
 )
+from cobaltlite.commands.interactive import run_interactive
 
 PROG = "qsub"
 VALID_MODES = ("smp", "dual", "vn", "script")
 DEFAULT_BINARY_MODE = "smp"
 DEFAULT_UMASK = "022"
+# What an interactive job runs: it only holds the place, the user works in qsub's shell.
+INTERACTIVE_PLACEHOLDER = "/bin/sleep"
 # Variables of the submitter's environment a job gets without asking (see the --help epilog).
 INHERITED_ENV = ("PATH",)
 
@@ -41,7 +44,8 @@ _UNESCAPED_COLON = re.compile(r"(?<!\\):")
 _UNESCAPED_EQUALS = re.compile(r"(?<!\\)=")
 
 EPILOG = """\
-time: M, HH:MM, HH:MM:SS or DD:HH:MM:SS (seconds are kept, unlike Cobalt).
+time: M, HH:MM, HH:MM:SS or DD:HH:MM:SS (seconds are kept, unlike Cobalt); 0 means the
+queue's maximum wall time (refused by a queue without one).
 
 Script jobs: if the executable's first line starts with '#!', every line starting with
 '#COBALT ' holds options (shell quoting; '#' starts a comment), applied as if given before
@@ -80,7 +84,11 @@ def build_parser() -> CommandParser:
         help="number of processes (default: the node count)")
     add("--mode", help=f"execution mode, one of {', '.join(VALID_MODES)} "
         f"(default: {DEFAULT_BINARY_MODE}; script jobs are always 'script')")
-    add("--cwd", metavar="DIR", help="working directory of the job (default: the current one)")
+    add("-d", "--cwd", metavar="DIR",
+        help="working directory of the job (default: the current one)")
+    add("-i", "--inputfile", metavar="FILE",
+        help="input file for the job (stored and shown by qstat -f -l; the job's stdin is "
+             "still /dev/null)")
     add("-u", "--umask", metavar="OCTAL", help=f"umask of the job (default: {DEFAULT_UMASK})")
     add("--env", action="append", default=[], metavar="K=V[:K2=V2]",
         help="environment variables for the job; escape ':' and '=' in values as '\\:' and "
@@ -100,7 +108,20 @@ def build_parser() -> CommandParser:
     add("--attrs", action="append", default=[], metavar="K=V[:FLAG]",
         help="job attributes; FLAG means FLAG=true and no_FLAG means FLAG=false; "
              "may be repeated (merged)")
-    add("-M", "--notify", metavar="EMAIL", help="e-mail address, stored as attribute 'notify'")
+    add("-M", "--notify", metavar="EMAIL", help="e-mail address for notices about the job")
+    add("--geometry", metavar="AxBxCxD[xE]",
+        help="Blue Gene partition shape in nodes, e.g. 4x4x4x2 (stored and shown)")
+    add("--debuglog", metavar="FILE",
+        help="file for the job's cobaltlog (default: <prefix>.cobaltlog)")
+    add("--run_project", action="store_true",
+        help="set the job's run_project flag (stored, as Cobalt did; nothing acts on it yet)")
+    add("--preemptable", action="store_true",
+        help="mark the job preemptable (stored and shown; the scheduler never preempts)")
+    add("--disable_preboot", action="store_true",
+        help="do not boot the job's place before it starts (stored; cobaltlite boots nothing)")
+    add("-I", "--interactive", action="store_true",
+        help="interactive job: wait for it to start, then open $SHELL in its environment "
+             "with COBALT_NODEFILE; the job ends when the shell exits (no executable)")
     add("-v", "--verbose", action="store_true",
         help="print the submission sent to the queue manager on stderr")
     add_help_option(parser, short=False)  # -h is --held, as in Cobalt
@@ -163,6 +184,17 @@ def parse_umask(text: str) -> int:
     if not 0 <= value <= 0o777:
         raise CommandError(f"Invalid umask value {text}")
     return value
+
+
+_GEOMETRY = re.compile(r"[0-9]+(x[0-9]+){3,4}")
+
+
+def parse_geometry(text: str) -> str:
+    """Cobalt's --geometry: four (BG/P) or five (BG/Q) dimensions joined by `x`."""
+    if not _GEOMETRY.fullmatch(text):
+        raise CommandError(f"Invalid geometry entered: {text} (expected AxBxCxD or AxBxCxDxE, "
+                           "e.g. 4x4x4x2)")
+    return text
 
 
 def parse_dependencies(text: str) -> list[int]:
@@ -229,6 +261,16 @@ def parse_command_line(argv: Sequence[str]) -> tuple[argparse.Namespace, str, bo
     parser = build_parser()
     first = parser.parse_args(argv)
     command = _without_separator(first.command)
+    if first.interactive:
+        if command:
+            raise CommandError("An executable may not be specified if using the interactive "
+                               "option.")
+        if first.inputfile:
+            raise CommandError("Cannot specify an input file for interactive jobs.")
+        # The job holds its place while the shell is open; it is deleted when the shell exits,
+        # and the wall time ends it like any job.
+        first.command = [INTERACTIVE_PLACEHOLDER]
+        return first, INTERACTIVE_PLACEHOLDER, False
     if not command:
         raise CommandError("No executable or script specified")
     # The script is found from the command line's --cwd: its directives are not read yet.
@@ -277,10 +319,8 @@ def build_submission(
         raise CommandError("'time' not provided")
     if args.nodecount is None:
         raise CommandError("'nodecount' not provided")
+    # 0 is Cobalt's "the queue's maximum": the queue manager, which knows the queue, decides.
     walltime = parse_time(args.time)
-    if walltime <= 0:
-        raise CommandError("'time' must be longer than zero (Cobalt's 0 = queue maximum is not "
-                           "supported)")
     if args.nodecount <= 0:
         raise CommandError(f"nodecount is {args.nodecount} which is <= zero")
     procs = args.nodecount if args.proccount is None else args.proccount
@@ -304,7 +344,7 @@ def build_submission(
     prefix = _in_cwd(args.outputprefix, cwd) if args.outputprefix else os.path.join(cwd, "$jobid")
     outputpath = _in_cwd(args.output, cwd) if args.output else f"{prefix}.output"
     errorpath = _in_cwd(args.error, cwd) if args.error else f"{prefix}.error"
-    cobaltlog = f"{prefix}.cobaltlog"
+    cobaltlog = _in_cwd(args.debuglog, cwd) if args.debuglog else f"{prefix}.cobaltlog"
     for path in (outputpath, errorpath, cobaltlog):
         _check_parent(path)
     if args.jobname:
@@ -318,14 +358,14 @@ def build_submission(
     env = {key: environ[key] for key in INHERITED_ENV if key in environ}
     env.update(parse_env(args.env))
     attrs = parse_attrs(args.attrs)
-    if args.notify:
-        attrs["notify"] = args.notify
 
     spec: dict[str, Any] = {
         "nodes": args.nodecount,
         "walltime": walltime,
         "command": executable,
-        "args": list(args.command[1:]),
+        # An interactive job sleeps until qsub deletes it or its wall time (maybe the queue's
+        # maximum, -t 0, known only to the queue manager) runs out.
+        "args": ["infinity"] if args.interactive else list(args.command[1:]),
         "cwd": cwd,
         "jobname": jobname,
         "queue": args.queue,
@@ -341,15 +381,30 @@ def build_submission(
     }
     if args.project:
         spec["project"] = args.project
+    if args.notify:
+        spec["notify"] = args.notify
+    if args.geometry:
+        spec["geometry"] = parse_geometry(args.geometry)
     if args.dependencies:
         spec["dependencies"] = parse_dependencies(args.dependencies)
     if args.user_list:
         spec["user_list"] = parse_user_list(args.user_list)
+    if args.inputfile:
+        inputfile = _in_cwd(args.inputfile, cwd)
+        if not os.path.isfile(inputfile):
+            raise CommandError(f"file {inputfile} not found, or is not a file")
+        spec["inputfile"] = inputfile
+    # Sent only when asked for, so a plain submission is what every server version takes.
+    if args.debuglog:
+        spec["debuglog"] = cobaltlog
+    for flag in ("run_project", "preemptable", "disable_preboot"):
+        if getattr(args, flag):
+            spec[flag] = True
     return spec
 
 
 def submit(qm: QueueManagerAPI, spec: dict[str, Any], verbose: bool) -> int:
-    """Check what needs the server's knowledge, submit, and print the job id."""
+    """Check what needs the server's knowledge, submit, print the job id and return it."""
     limits = qm.limits()
     if spec["nodes"] > limits["max_job_nodes"]:
         raise CommandError(f"node count out of realistic range: {spec['nodes']} (at most "
@@ -366,15 +421,18 @@ def submit(qm: QueueManagerAPI, spec: dict[str, Any], verbose: bool) -> int:
             value = f"{spec[key]:#o}" if key == "umask" else repr(spec[key])
             print(f"{PROG}: {key} = {value}", file=sys.stderr)
     jobid = qm.submit(spec)
-    print(jobid)
-    return 0
+    print(jobid, flush=True)
+    return jobid
 
 
 def _main(argv: Sequence[str]) -> int:
     args, executable, is_script = parse_command_line(argv)
     spec = build_submission(args, executable, is_script, dict(os.environ))
     with connect_queue_manager() as qm:
-        return submit(qm, spec, args.verbose)
+        jobid = submit(qm, spec, args.verbose)
+        if args.interactive:
+            return run_interactive(qm, jobid)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,13 +2,16 @@
 
 --start/--stop pause and resume scheduling; --reread-policy checks and activates the utility
 file; --check validates a file without activating it; --try replays a job log with a candidate
-function and with the current policy and prints both side by side. Starting, stopping and
-rereading need root or the admin group; --status, --check and --try are open to everyone
-(--check and --try run in this process, so no untested code ever runs in a daemon).
+function and with the current policy and prints both side by side; --score and --inherit set
+jobs' scores and the fraction of their score a dependent job inherits. Starting, stopping,
+rereading, --score and --inherit need root or the admin group; --status, --check and --try are
+open to everyone (--check and --try run in this process, so no untested code ever runs in a
+daemon).
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -23,6 +26,7 @@ from cobaltlite.commands.common import (
     add_help_option,
     connect_queue_manager,
     connect_system,
+    report_results,
     run_command,
 )
 from cobaltlite.config import load_config
@@ -54,6 +58,12 @@ def build_parser() -> CommandParser:
     action.add_argument("--try", dest="try_file", metavar="FILE", type=Path,
                         help="replay a job log with a function from FILE and with the current "
                         "policy, and print their metrics side by side (needs --policy, --against)")
+    action.add_argument("--score", metavar="[+|-]N",
+                        help="set the jobs' scores to N, or raise (+N) or lower (-N) them (admin)")
+    action.add_argument("--inherit", metavar="F", type=float,
+                        help="the jobs pass F times their score to jobs that depend on them "
+                        "when they end (0 <= F <= 1; admin)")
+    parser.add_argument("jobids", nargs="*", metavar="jobid", help="with --score or --inherit")
     parser.add_argument("--policy", metavar="NAME", help="with --try: the function in FILE")
     parser.add_argument("--against", metavar="LOG", type=Path,
                         help="with --try: the job log to replay (the production accounting log "
@@ -74,6 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: Any) -> int:
+    if args.score is not None or args.inherit is not None:
+        return _job_scores(args)
+    if args.jobids:
+        raise CommandError("No arguments needed")
     if args.try_file is not None:
         return _try(args)
     if args.check is not None:
@@ -85,6 +99,40 @@ def _run(args: Any) -> int:
               f"{', '.join(outcome['functions'])}")
         return 0
     return _scheduler(args)
+
+
+def parse_score(text: str) -> str:
+    """--score's `N`, `+N` or `-N` (N a number), passed on as written: the sign says absolute
+    or relative, which the queue manager applies."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise CommandError(f"--score must be a number, optionally signed: {text}") from None
+    if not math.isfinite(value):
+        raise CommandError(f"--score must be a finite number: {text}")
+    return text
+
+
+def _job_scores(args: Any) -> int:
+    if not args.jobids:
+        raise CommandError("At least one jobid must be supplied")
+    jobids = [_jobid(text) for text in args.jobids]
+    score = parse_score(args.score) if args.score is not None else None
+    if score is None and not 0.0 <= args.inherit <= 1.0:
+        raise CommandError(f"--inherit must be between 0 and 1: {args.inherit:g}")
+    with connect_queue_manager() as qm:
+        if score is not None:
+            results = qm.adjust_scores(jobids, score)
+        else:
+            results = qm.set_dep_frac(jobids, args.inherit)
+    return report_results(PROG, results)
+
+
+def _jobid(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CommandError(f"jobid must be an integer, found '{text}'") from None
 
 
 def _scheduler(args: Any) -> int:

@@ -372,6 +372,10 @@ class _Reader:
                 return option(value)
             except ValueError:
                 return _NO
+        container = typing.get_origin(option)
+        if container in (list, dict):
+            # A list or mapping setting: one value is written as [[...]] (a plain list is an axis).
+            return value if isinstance(value, container) else _NO
         if isinstance(option, type):
             # A structured setting (a class of its own): only a value of that class would do,
             # and YAML cannot write one, so say so now rather than fail in every replay.

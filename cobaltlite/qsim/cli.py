@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cobaltlite.errors import CobaltliteError
 from cobaltlite.faults.predictor import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
+from cobaltlite.jobs.queues import load_queue_config
 from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction
 from cobaltlite.qsim.metrics import (
     metrics_markdown,
@@ -180,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="set a tunable of the policy, e.g. balance_factor=0.5 for balanced (repeatable)",
     )
     parser.add_argument(
+        "--queues", type=Path, metavar="FILE",
+        help="a queue configuration (YAML: queues with state, policy, priority and the "
+        "restrictions of cqadm --setq, see docs/operator-guide.md); jobs go to the queue "
+        "their trace names and meet the live queue manager's rules (default: every queue "
+        "of the trace, unrestricted, ranked by --policy)",
+    )
+    parser.add_argument(
         "--backfill",
         default="easy",
         choices=[b.value for b in Backfill],
@@ -324,6 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports = []
     try:
         policies = [_policy(name, args) for name in names]
+        queue_config = None if args.queues is None else load_queue_config(args.queues)
+        queue_policies = {q["policy"]: _policy(q["policy"], args)
+                          for q in queue_config or () if q["policy"] is not None}
         for policy in policies:
             out = args.out / policy.name if args.out and len(policies) > 1 else args.out
             settings = ReplaySettings(
@@ -333,6 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 estimate=args.estimate, start=args.start, end=args.end,
                 arrival_scale=args.arrival_scale, lenient=args.lenient,
                 slowdown_bound=args.slowdown_bound, out=out,
+                queue_config=queue_config, queue_policies=queue_policies,
                 alpha=args.alpha, beta=args.beta, failure_log=args.failure_log,
                 mtbf_hours=args.mtbf_hours, weibull_scale=args.weibull_scale,
                 weibull_shape=args.weibull_shape, failure_seed=args.failure_seed,

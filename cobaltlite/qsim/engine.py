@@ -9,6 +9,15 @@ start at t, so one pass per distinct event time suffices.
 A job runs for min(run time, requested time): the scheduler plans with the requested time, and a
 job that would run longer is killed at its limit, as a resource manager does.
 
+The job and queue rules are the live queue manager's (cobaltlite.jobs): every job moves through
+the same state machine (lifecycle), and with a queue configuration (`queues`) a submission is
+admitted or refused by the same restrictions with the same messages, queue states decide what
+is scheduled, maxrunning/maxtotaljobs/maxusernodes/totalnodes hold jobs back (maxrun_hold), and a
+job with dependencies waits until each parent ended with exit status 0 (a parent that ended
+otherwise, or that the trace does not hold, leaves it held for good: dep_fail). Without a queue
+configuration every queue the trace names exists, runs, and restricts nothing. Refused jobs and
+jobs still held at the end are listed in `ReplayResult.skipped` with the reason.
+
 Failures (seed 003 §V, §VI-A3; docs/fault-aware.md) are a sorted list merged like the
 submissions, so a replay without one pays a single float comparison per event. At one instant,
 after the ends: components whose repair is over return to service, then each failure takes its
@@ -21,11 +30,16 @@ ranks it by its whole wait (under FCFS it is first again).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from cobaltlite.clock import VirtualClock
+from cobaltlite.errors import InputError
 from cobaltlite.faults.sources import FailureEvent
+from cobaltlite.jobs import lifecycle, queues
+from cobaltlite.jobs.lifecycle import JobStatus
+from cobaltlite.jobs.queues import QueueLoad, SettingError
 from cobaltlite.machine.model import Machine
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
@@ -56,6 +70,9 @@ class SimJob:
     start_time: float = -1.0
     location: str = ""
     allocated_nodes: int = 0
+    dependencies: tuple[int, ...] = ()
+    exit_status: int = 0  # what the trace says the job ended with, unless killed at its limit
+    status: JobStatus = field(default_factory=JobStatus)
     end_time: float = 0.0  # when the current run ends, if nothing kills it
     failed_runs: int = 0
     lost_node_seconds: float = 0.0  # held by runs that failures killed
@@ -100,11 +117,17 @@ class Qsim:
         backfill: Backfill = Backfill.EASY,
         observer: ReplayObserver | None = None,
         pass_runner: Callable[[], object] | None = None,
+        queue_config: Sequence[Mapping[str, Any]] | None = None,
+        policies: Mapping[str, UtilityFunction] | None = None,
         failures: Sequence[FailureEvent] | None = None,
         repair_time: float = DEFAULT_REPAIR_TIME,
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
         RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`.
+
+        `queue_config`: the queues (cobaltlite.jobs.queues.load_queue_config), or None for
+        unrestricted queues named by the trace; `policies` resolves the policy names the
+        queues give (a queue without one uses `policy`).
 
         `failures` (sorted by time) strike the machine during the replay; each failed component
         is out of service for `repair_time` seconds. None: nothing ever fails.
@@ -113,6 +136,21 @@ class Qsim:
         self.policy = policy
         self.observer = observer or ReplayObserver()
         self.skipped: list[str] = []
+        self._configured = queue_config is not None
+        self._queues: dict[str, Mapping[str, Any]] = (
+            {q["name"]: q for q in queue_config} if queue_config is not None
+            else {name: queues.default_queue(name, policy.name)
+                  for name in {tj.queue for tj in jobs}})
+        self._policies = dict(policies or {})
+        unresolved = sorted({q["policy"] for q in self._queues.values()
+                             if self._configured and q["policy"] is not None}
+                            - set(self._policies))
+        if unresolved:
+            raise InputError(f"queue policies {', '.join(unresolved)}: no utility function "
+                             "given for them")
+        # Running limits need the per-queue load; a replay without them keeps no load at all.
+        self._limited = any(q["restrictions"] for q in self._queues.values())
+        self._loads: dict[str, QueueLoad] = {}
         pending: list[SimJob] = []
         for tj in sorted(jobs, key=lambda j: (j.submit_time, j.jobid)):
             if machine.allocation_size(tj.nodes) is None:
@@ -130,9 +168,12 @@ class Qsim:
                     user_name=tj.user,
                     project=tj.project,
                     queue=tj.queue,
+                    dependencies=tj.dependencies,
+                    exit_status=_trace_exit_status(tj),
                 )
             )
         self._pending = pending
+        self._known = {job.jobid for job in pending}
         self._failures = list(failures) if failures is not None else None
         first = [pending[0].submit_time] if pending else []
         if self._failures:  # one before the first arrival still matters if its repair is not over
@@ -143,6 +184,9 @@ class Qsim:
         self._failure_events = 0
         self.clock = VirtualClock(min(first, default=0.0))
         self._queue: dict[int, SimJob] = {}
+        self._held: dict[int, SimJob] = {}  # queued but not runnable: held, or queue not run
+        self._dependants: dict[int, list[SimJob]] = {}
+        self._exits: dict[int, int] = {}  # exit status of every job that ended
         self._running: dict[int, SimJob] = {}
         self._ends: list[tuple[float, int]] = []
         self._outcomes: list[JobOutcome] = []
@@ -157,16 +201,32 @@ class Qsim:
     def schedulable_jobs(self) -> list[SimJob]:
         now = self.clock.now()
         jobs = list(self._queue.values())
+        if self._limited:
+            loads, blocker = self._loads, queues.run_blocker
+            jobs = [j for j in jobs if not blocker(self._queues[j.queue], j.user_name, j.size,
+                                                   loads.get(j.queue))]
         for job in jobs:
             job.queued_time = now - job.submit_time
         self._inputs.now = now
-        self.policy.score_jobs(jobs, self._inputs)
+        if not self._configured:
+            self.policy.score_jobs(jobs, self._inputs)
+        else:
+            by_policy: dict[str | None, list[SimJob]] = {}
+            for job in jobs:
+                by_policy.setdefault(self._queues[job.queue]["policy"], []).append(job)
+            for name, group in by_policy.items():
+                policy = self.policy if name is None else self._policies.get(name, self.policy)
+                policy.score_jobs(group, self._inputs)
         return jobs
 
     def start_job(self, jobid: int, location: str) -> bool:
         job = self._queue.get(jobid)
         if job is None:
             return False
+        if self._limited and queues.run_blocker(
+                self._queues[job.queue], job.user_name, job.size, self._loads.get(job.queue)):
+            return False  # an earlier start of this pass reached the queue's running limit
+        job.status = lifecycle.launched(lifecycle.start(job.status).status).status
         now = self.clock.now()
         job.allocated_nodes = self._machine.allocate(location, jobid, now + job.wall_time)
         del self._queue[jobid]
@@ -174,9 +234,67 @@ class Qsim:
         job.location = location
         job.end_time = now + min(job.run_time, job.wall_time)
         self._running[jobid] = job
+        if self._limited:
+            self._loads[job.queue].started(job.user_name, job.size)
         heapq.heappush(self._ends, (job.end_time, jobid))
         self.observer.started(job, now)
         return True
+
+    def _submit(self, job: SimJob, now: float) -> None:
+        """A trace job arrives: admitted as the queue manager would, or refused (skipped)."""
+        if self._configured:
+            queue = self._queues.get(job.queue)
+            if queue is None:
+                refusal: str | None = f"trying to add job to non-existent queue '{job.queue}'"
+            else:
+                refusal = self._admission(job, queue)
+            if refusal is not None:
+                self.skipped.append(f"job {job.jobid}: {refusal}")
+                self._never_exists(job)
+                return
+            job.queue_priority = self._queues[job.queue]["priority"]
+        if self._limited:
+            load = self._loads.get(job.queue)
+            if load is None:
+                load = self._loads[job.queue] = QueueLoad()
+            load.add(job.user_name, job.size, job.wall_time, running=False)
+        if job.dependencies:
+            self._wait_for_parents(job)
+        self.observer.submitted(job, now)
+        if job.status.held or not self._scheduled(job):
+            self._held[job.jobid] = job
+        else:
+            self._queue[job.jobid] = job
+
+    def _admission(self, job: SimJob, queue: Mapping[str, Any]) -> str | None:
+        """Cobalt's refusal of the job by its queue (as at qsub), or None."""
+        try:
+            job.wall_time = queues.walltime_for(queue, int(job.wall_time))
+        except SettingError as exc:
+            return str(exc)
+        load = self._loads.get(job.queue)
+        return queues.state_error(queue) or queues.admission_error(
+            queue, job.user_name, (), job.size, int(job.wall_time),
+            load.users.get(job.user_name) if load else None)
+
+    def _never_exists(self, job: SimJob) -> None:
+        """A refused job is no job: what waits for it can never run (dep_fail)."""
+        self._known.discard(job.jobid)
+        for child in self._dependants.pop(job.jobid, ()):
+            child.status = lifecycle.parent_missing(child.status, job.jobid).status
+
+    def _scheduled(self, job: SimJob) -> bool:
+        return self._queues[job.queue]["state"] in queues.SCHEDULED_STATES
+
+    def _wait_for_parents(self, job: SimJob) -> None:
+        """The dependency state at submission, as the queue manager derives it: satisfied by a
+        parent that ended with 0, failed by one that ended otherwise or is not in the trace."""
+        exits = self._exits
+        waiting = frozenset(d for d in job.dependencies if exits.get(d) != 0)
+        failed = any(d in exits or d not in self._known for d in waiting)
+        job.status = JobStatus(waiting_on=waiting, dep_fail=failed)
+        for parent in waiting:
+            self._dependants.setdefault(parent, []).append(job)
 
     # ---- the system interface ----------------------------------------------------------
 
@@ -195,7 +313,7 @@ class Qsim:
     ) -> ReplayResult:
         """Replay to the end; `progress(jobs_finished)` is called every `progress_every` events."""
         pending, ends, queue = self._pending, self._ends, self._queue
-        machine, clock, observer = self._machine, self.clock, self.observer
+        machine, clock = self._machine, self.clock
         iterate = self._run_pass
         samples: list[CapacitySample] = []
         total, next_i, passes, events = len(pending), 0, 0, 0
@@ -222,9 +340,7 @@ class Qsim:
                 next_fault = min(failures[next_f].time if next_f < len(failures) else inf,
                                  repairs[0][0] if repairs else inf)
             while next_i < total and pending[next_i].submit_time == t:
-                job = pending[next_i]
-                queue[job.jobid] = job
-                observer.submitted(job, t)
+                self._submit(pending[next_i], t)
                 next_i += 1
                 events += 1
             if queue and machine.has_free_capacity():
@@ -236,6 +352,10 @@ class Qsim:
             if progress is not None and events >= next_report:
                 progress(len(self._outcomes))
                 next_report = events + progress_every
+        for job in self._held.values():
+            why = job.status.display() if job.status.held else \
+                f"queue {job.queue} is {self._queues[job.queue]['state']}"
+            self.skipped.append(f"job {job.jobid}: never ran ({why})")
         return ReplayResult(
             self._outcomes, samples, machine.total_nodes, passes, events, list(self.skipped),
             None if self._failures is None else self._failure_events,
@@ -271,6 +391,9 @@ class Qsim:
         job.failed_runs += 1
         job.lost_node_seconds += job.allocated_nodes * (now - job.start_time)
         self.observer.killed_by_failure(job, now, component)
+        job.status = lifecycle.requeued(job.status).status
+        if self._limited:
+            self._loads[job.queue].stopped(job.user_name, job.size)
         job.start_time = -1.0
         job.location = ""
         self._queue[job.jobid] = job
@@ -278,6 +401,16 @@ class Qsim:
     def _finish(self, job: SimJob, now: float) -> None:
         self._machine.release(job.jobid)
         killed = job.run_time > job.wall_time
+        if killed:
+            job.status = lifecycle.walltime_reached(job.status).status
+            job.exit_status = -1
+        job.status = lifecycle.ended(job.status).status
+        if self._limited:
+            self._loads[job.queue].remove(job.user_name, job.size, job.wall_time, running=True)
+        children = self._dependants.pop(job.jobid, None)
+        self._exits[job.jobid] = job.exit_status
+        if children:
+            self._parent_ended(job, children)
         self.observer.ended(job, now, killed)
         self._outcomes.append(
             JobOutcome(
@@ -297,3 +430,22 @@ class Qsim:
                 queue=job.queue,
             )
         )
+
+    def _parent_ended(self, parent: SimJob, children: list[SimJob]) -> None:
+        for child in children:
+            child.status = lifecycle.parent_ended(child.status, parent.jobid,
+                                                  parent.exit_status).status
+            if child.status.runnable and self._scheduled(child):
+                del self._held[child.jobid]
+                self._queue[child.jobid] = child
+
+
+def _trace_exit_status(job: TraceJob) -> int:
+    """The exit status the trace recorded (accounting logs carry Exit_status), else 0."""
+    text = job.extra.get("Exit_status")
+    if text is None:
+        return 0
+    try:
+        return int(text)
+    except ValueError:
+        return 0

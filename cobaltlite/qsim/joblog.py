@@ -1,7 +1,9 @@
-"""Qsim's job log: Q, S and E records in Cobalt's accounting format, readable back as a trace.
+"""Qsim's job log: Q, S, A and E records in Cobalt's accounting format, with the fields the live
+queue manager writes (cobaltlite.jobs.records), readable back as a trace.
 
 Under failures (docs/fault-aware.md) it also holds, at each failure, one FAIL record whose id is
-the failed component (`repaired=` when it returns, `killed=` the job ids, `:`-joined), and for
+the failed component (`failed_at=` the exact time, `repaired=` when it returns, `killed=` the job
+ids, `:`-joined; `qsim --failure-log` replays them), and for
 each job it killed an A record (`reason=failure component= lost_runtime= lost_exec_host=`) and
 an R record (the job is queued again, keeping its first `qtime`). A job's last S and E records
 describe its successful run, so reading the log back as a trace replays each job once.
@@ -12,48 +14,36 @@ from __future__ import annotations
 from pathlib import Path
 
 from cobaltlite.accounting import FAILURE_RECORD, AccountingLog
+from cobaltlite.jobs.records import JobFacts, end_fields, queued_fields, start_fields
 from cobaltlite.qsim.engine import ReplayObserver, SimJob
-from cobaltlite.timefmt import format_hms
+
+
+def _facts(job: SimJob) -> JobFacts:
+    return JobFacts(jobid=job.jobid, user=job.user_name, queue=job.queue, project=job.project,
+                    nodes=job.size, walltime=job.wall_time, submittime=job.submit_time,
+                    dependencies=list(job.dependencies),
+                    starttime=job.start_time if job.start_time >= 0 else None,
+                    location=job.location)
 
 
 class AccountingObserver(ReplayObserver):
     def __init__(self, path: Path) -> None:
         self._log = AccountingLog(path)
 
-    def _common(self, job: SimJob) -> dict[str, object]:
-        return {
-            "queue": job.queue,
-            "user": job.user_name,
-            "account": job.project,
-            "qtime": int(job.submit_time),
-            "Resource_List.nodect": job.size,
-            "Resource_List.walltime": format_hms(job.wall_time),
-        }
-
     def submitted(self, job: SimJob, now: float) -> None:
-        self._log.write(now, "Q", job.jobid, self._common(job))
+        self._log.write(now, "Q", job.jobid, queued_fields(_facts(job)))
 
     def started(self, job: SimJob, now: float) -> None:
-        fields = self._common(job)
-        fields.update(start=int(now), exec_host=job.location)
-        self._log.write(now, "S", job.jobid, fields)
+        self._log.write(now, "S", job.jobid, start_fields(_facts(job), now))
 
     def ended(self, job: SimJob, now: float, killed: bool) -> None:
-        fields = self._common(job)
-        fields.update(
-            start=int(job.start_time),
-            end=int(now),
-            exec_host=job.location,
-            runtime=int(now - job.start_time),
-            Exit_status=-1 if killed else 0,
-        )
         if killed:
             # Cobalt writes an A (abort) record when the wall-time limit kills a job.
             self._log.write(now, "A", job.jobid, {"reason": "time_limit"})
-        self._log.write(now, "E", job.jobid, fields)
+        self._log.write(now, "E", job.jobid, end_fields(_facts(job), now, job.exit_status))
 
     def failed(self, component: str, now: float, repaired_at: float, jobids: list[int]) -> None:
-        fields: dict[str, object] = {"repaired": int(repaired_at)}
+        fields: dict[str, object] = {"failed_at": repr(now), "repaired": int(repaired_at)}
         if jobids:
             fields["killed"] = jobids
         self._log.write(now, FAILURE_RECORD, component, fields)
@@ -63,7 +53,7 @@ class AccountingObserver(ReplayObserver):
             "reason": "failure", "component": component,
             "lost_runtime": int(now - job.start_time), "lost_exec_host": job.location,
         })
-        self._log.write(now, "R", job.jobid, self._common(job))
+        self._log.write(now, "R", job.jobid, queued_fields(_facts(job)))
 
     def close(self) -> None:
         self._log.close()

@@ -67,6 +67,10 @@ class ReplaySettings:
     lenient: bool = False
     slowdown_bound: float = 10.0
     out: Path | None = None
+    # Queues, limits and policies (cobaltlite.jobs.queues.load_queue_config), and the utility
+    # functions their policy names resolve to; None: the trace's queues, unrestricted.
+    queue_config: list[dict[str, Any]] | None = None
+    queue_policies: dict[str, UtilityFunction] = field(default_factory=dict)
     # Fault-aware allocation and failures (docs/fault-aware.md). Failures come from a log or
     # from Weibull generation (system MTBF, or the per-unit scale λ); neither: none.
     alpha: float = 1.0
@@ -93,6 +97,7 @@ class ReplayReport:
     result: ReplayResult
     metrics: dict[str, Any]
     trace_skipped: list[str] = field(default_factory=list)
+    failure_units: int = 0  # midplanes (BG/P) or nodes (flat) failures were generated for
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary: settings, counts and metrics, nothing that depends on wall time."""
@@ -112,6 +117,7 @@ class ReplayReport:
             "jobs_skipped_reading": len(self.trace_skipped),
             "jobs_skipped_unplaceable": len(self.result.skipped),
             "scheduling_passes": self.result.passes,
+            "queues": None if s.queue_config is None else [q["name"] for q in s.queue_config],
             "metrics": self.metrics,
             **({"failure_model": self.failure_model()} if s.has_failures else {}),
         }
@@ -121,8 +127,12 @@ class ReplayReport:
         source: dict[str, Any] = (
             {"failure_log": str(s.failure_log)} if s.failure_log is not None else
             {"weibull_shape": s.weibull_shape, "weibull_scale": s.weibull_scale,
-             "mtbf_hours": s.mtbf_hours, "failure_seed": s.failure_seed}
+             "mtbf_hours": s.mtbf_hours, "failure_seed": s.failure_seed,
+             "failure_units": self.failure_units}
         )
+        if s.mtbf_hours is not None:  # the scale the MTBF gave, so the run can be redone by λ
+            source["weibull_scale"] = scale_for_system_mtbf(s.mtbf_hours, self.failure_units,
+                                                            s.weibull_shape)
         return {**source, "repair_time": s.repair_time, "predictor": s.predictor,
                 "sensitivity": s.sensitivity, "specificity": s.specificity}
 
@@ -235,6 +245,7 @@ def replay(
         observer = AccountingObserver(settings.out / "accounting.log")
     try:
         qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer,
+                    queue_config=settings.queue_config, policies=settings.queue_policies,
                     failures=failures, repair_time=settings.repair_time)
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
         result = qsim.run(progress)
@@ -248,7 +259,8 @@ def replay(
         slowdown_bound=settings.slowdown_bound,
         failure_events=result.failure_events,
     )
-    report = ReplayReport(settings, result, metrics, list(trace.skipped))
+    report = ReplayReport(settings, result, metrics, list(trace.skipped),
+                          len(machine.failure_units()) if settings.has_failures else 0)
     if settings.out is not None:
         summary = json.dumps(report.summary(), indent=2, sort_keys=True) + "\n"
         _write_atomically(settings.out / "summary.json", summary)

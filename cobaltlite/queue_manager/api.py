@@ -39,6 +39,12 @@ def _job_ids(value: Any, what: str = "job ids") -> list[int]:
     return value
 
 
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} must be true or false, not {type(value).__name__}")
+    return value
+
+
 def _names(value: Any, what: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
         raise ValueError(f"{what} must be a list of names")
@@ -80,11 +86,77 @@ class UserAPI:
             None if fields is None else _names(fields, "fields"))
         return {"columns": columns, "rows": rows}
 
-    def delete(self, jobids: list[int]) -> list[dict[str, Any]]:
-        return self._qm.delete(self._caller(), _job_ids(jobids))
+    def delete(self, jobids: list[int], force: bool = False) -> list[dict[str, Any]]:
+        """qdel; `force` (admin: cqadm -f --kill) ends a started job now, without waiting for
+        the runner."""
+        return self._qm.delete(self._caller(), _job_ids(jobids), _flag(force, "force"))
+
+    def hold(self, jobids: list[int], kind: str) -> list[dict[str, Any]]:
+        """qhold (kind "user": the owner or an admin), cqadm --admin-hold (kind "admin")."""
+        return self._qm.hold(self._caller(), _job_ids(jobids), _text(kind, "hold kind"))
+
+    def release(self, jobids: list[int], kind: str) -> list[dict[str, Any]]:
+        """qrls (kind "user"), qrls --dependencies ("dependencies"), cqadm --admin-release
+        ("admin")."""
+        return self._qm.release(self._caller(), _job_ids(jobids), _text(kind, "release kind"))
+
+    def alter(self, jobids: list[int], changes: dict[str, Any]) -> list[dict[str, Any]]:
+        """qalter: the changes of docs/queue-manager-api.md, all or nothing per job."""
+        if not isinstance(changes, dict) or not all(isinstance(k, str) for k in changes):
+            raise ValueError("changes must be a mapping of field: value")
+        return self._qm.alter(self._caller(), _job_ids(jobids), changes)
+
+    def move(self, jobids: list[int], queue: str) -> list[dict[str, Any]]:
+        """qmove / cqadm --queue."""
+        return self._qm.move(self._caller(), _job_ids(jobids), _text(queue, "queue"))
+
+    def run(self, jobids: list[int], location: str) -> list[dict[str, Any]]:
+        """cqadm --run LOCATION (admin)."""
+        return self._qm.run(self._caller(), _job_ids(jobids), _text(location, "location"))
+
+    def adjust_scores(self, jobids: list[int], value: str) -> list[dict[str, Any]]:
+        """schedctl --score [+|-]N (admin)."""
+        return self._qm.adjust_scores(self._caller(), _job_ids(jobids), _text(value, "score"))
+
+    def set_dep_frac(self, jobids: list[int], fraction: float) -> list[dict[str, Any]]:
+        """schedctl --inherit F (admin)."""
+        if not isinstance(fraction, (int, float)) or isinstance(fraction, bool):
+            raise ValueError("the fraction must be a number from 0 to 1")
+        return self._qm.set_dep_frac(self._caller(), _job_ids(jobids), float(fraction))
+
+    def set_next_jobid(self, jobid: int) -> None:
+        """cqadm -j N (admin)."""
+        self._qm.set_next_jobid(self._caller(), _job_ids([jobid], "the job id")[0])
 
     def queues(self) -> list[dict[str, Any]]:
+        """Every queue: name, state, policy, priority and every restriction (None if unset)."""
         return self._qm.queues()
+
+    def add_queues(self, names: list[str]) -> None:
+        """cqadm --addq (admin)."""
+        self._qm.add_queues(self._caller(), _names(names, "queue names"))
+
+    def delete_queues(self, names: list[str], force: bool = False) -> None:
+        """cqadm --delq [-f] (admin)."""
+        self._qm.delete_queues(self._caller(), _names(names, "queue names"),
+                               _flag(force, "force"))
+
+    def set_queue_state(self, names: list[str], state: str) -> None:
+        """cqadm --startq/--stopq/--drainq/--killq (admin)."""
+        self._qm.set_queue_state(self._caller(), _names(names, "queue names"),
+                                 _text(state, "queue state"))
+
+    def set_queue(self, names: list[str], settings: dict[str, str]) -> None:
+        """cqadm --setq "k=v ..." split by the client into a mapping (admin)."""
+        if not isinstance(settings, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in settings.items()):
+            raise ValueError("settings must map setting names to text values")
+        self._qm.set_queue(self._caller(), _names(names, "queue names"), settings)
+
+    def unset_queue(self, names: list[str], keys: list[str]) -> None:
+        """cqadm --unsetq "k ..." (admin)."""
+        self._qm.unset_queue(self._caller(), _names(names, "queue names"),
+                             _names(keys, "setting names"))
 
     def limits(self) -> dict[str, Any]:
         return self._qm.limits()

@@ -44,5 +44,9 @@ TEXT_LIMITS = {
     "outputpath": MAX_PATH,
     "errorpath": MAX_PATH,
     "cobaltlog": MAX_PATH,
+    "inputfile": MAX_PATH,
+    "debuglog": MAX_PATH,
+    "notify": MAX_PATH,
+    "geometry": 64,
 }
 """Single text fields and their longest length in characters."""

@@ -43,8 +43,10 @@ from sqlalchemy import (
     bindparam,
     create_engine,
     event,
+    false,
     func,
     insert,
+    inspect,
     select,
     text,
     type_coerce,
@@ -53,10 +55,12 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
+from sqlalchemy.schema import CreateColumn
 from sqlalchemy.util import asbool
 
 from cobaltlite.errors import DatabaseInUseError, InputError
-from cobaltlite.queue_manager.states import DONE, QUEUED
+from cobaltlite.jobs.queues import QUEUE_STATES
+from cobaltlite.jobs.states import DONE, QUEUED
 
 metadata = MetaData()
 
@@ -95,6 +99,19 @@ jobs_table = Table(
     Column("dependencies", JSON, nullable=False),
     Column("user_list", JSON, nullable=False),
     Column("attrs", JSON, nullable=False),
+    # Added with the queue-manager commands (issue 10); _add_missing_columns adds them to a
+    # database made before, with these defaults.
+    Column("dep_frac", Float),  # schedctl --inherit; None: the configured dep_frac
+    # Added to the policy's score at every pass: schedctl --score, qalter --defer, and the
+    # share of a parent's score inherited on a satisfied dependency.
+    Column("score_adjust", Float, nullable=False, server_default="0"),
+    Column("notify", Text, nullable=False, server_default=""),
+    Column("inputfile", Text, nullable=False, server_default=""),
+    Column("debuglog", Text, nullable=False, server_default=""),
+    Column("geometry", String(64), nullable=False, server_default=""),
+    Column("run_project", Boolean, nullable=False, server_default=false()),
+    Column("preemptable", Boolean, nullable=False, server_default=false()),
+    Column("disable_preboot", Boolean, nullable=False, server_default=false()),
 )
 
 queues_table = Table(
@@ -114,7 +131,6 @@ counters_table = Table(
     Column("value", Integer, nullable=False),
 )
 
-QUEUE_STATES = ("running", "stopped", "draining", "dead")
 
 
 _JSON_COLUMNS = frozenset(c.name for c in jobs_table.columns if isinstance(c.type, JSON))
@@ -360,6 +376,7 @@ class JobStore:
         if self._sole_writer and self._claim is None:
             self._claim = claim_sole_writer(self.url)
         metadata.create_all(self.engine)
+        _add_missing_columns(self.engine)
         with self.engine.begin() as conn:
             if (
                 conn.execute(
@@ -434,9 +451,11 @@ class JobStore:
             row = dict(fields)
             row["jobid"] = jobid
             for key in ("jobname", "outputpath", "errorpath", "cobaltlog"):
-                row[key] = (
-                    row[key].replace("$jobid", str(jobid)).replace("$COBALT_JOBID", str(jobid))
-                )
+                row[key] = _expand_jobid(row[key], jobid)
+            # Cobalt expands $jobid in environment values too (qsub --env): only the server
+            # knows the id.
+            row["env"] = {name: _expand_jobid(value, jobid)
+                          for name, value in row.get("env", {}).items()}
             conn.execute(insert(jobs_table).values(**row))
             # Read back in the same transaction, so the memory copy holds what the database
             # holds (its column types, its defaults), not what the client sent.
@@ -502,7 +521,7 @@ class JobStore:
 
     def queued_for_scoring(self) -> list[tuple[Any, ...]]:
         """Queued jobs as (jobid, nodes, walltime, submittime, user, project, queue, score,
-        user_hold, admin_hold, dependencies): only what a scheduling pass reads, because
+        user_hold, admin_hold, score_adjust, dependencies): only what a pass reads, because
         loading whole rows dominated a pass over 10,000 jobs."""
         if self._unfinished is not None:
             return self._unfinished.scoring_inputs()
@@ -513,7 +532,7 @@ class JobStore:
         query = (select(*(c[name] for name in SCORING_FIELDS[:-1]), deps_text)
                  .where(c.state == QUEUED).order_by(c.jobid))
         with self.engine.connect() as conn:
-            return [(*row[:10], _decode_json(row[10])) for row in conn.execute(query)]
+            return [(*row[:11], _decode_json(row[11])) for row in conn.execute(query)]
 
     def job(self, jobid: int) -> dict[str, Any] | None:
         if self._unfinished is not None:
@@ -577,15 +596,74 @@ class JobStore:
             return _plain(row) if row else None
 
     def set_queue(self, name: str, changes: Mapping[str, Any]) -> bool:
-        if "state" in changes and changes["state"] not in QUEUE_STATES:
-            raise ValueError(
-                f"queue state {changes['state']!r}: choose one of {', '.join(QUEUE_STATES)}"
-            )
+        return self.set_queues({name: changes})
+
+    def set_queues(self, changes: Mapping[str, Mapping[str, Any]]) -> bool:
+        """Change several queues in one transaction: all of them, or (a queue is missing)
+        none, and False."""
+        for change in changes.values():
+            if "state" in change and change["state"] not in QUEUE_STATES:
+                raise ValueError(
+                    f"queue state {change['state']!r}: choose one of {', '.join(QUEUE_STATES)}")
+        try:
+            with self.engine.begin() as conn:
+                for name, change in changes.items():
+                    result = conn.execute(
+                        update(queues_table).where(queues_table.c.name == name).values(**change))
+                    if result.rowcount != 1:
+                        raise _NoSuchQueue  # rolls the whole transaction back
+        except _NoSuchQueue:
+            return False
+        return True
+
+    def add_queues(self, names: Iterable[str], state: str, policy: str) -> None:
+        """Create queues in one transaction (IntegrityError if one exists: none is made)."""
         with self.engine.begin() as conn:
-            result = conn.execute(
-                update(queues_table).where(queues_table.c.name == name).values(**changes)
-            )
-            return result.rowcount == 1
+            for name in names:
+                conn.execute(insert(queues_table).values(
+                    name=name, state=state, policy=policy, priority=0, restrictions={}))
+
+    def delete_queues(self, names: Iterable[str]) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(queues_table.delete().where(queues_table.c.name.in_(list(names))))
+
+    # ---- the job-id counter -----------------------------------------------------------
+
+    def last_jobid(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(counters_table.c.value)
+                                    .where(counters_table.c.name == "jobid")).scalar_one())
+
+    def set_next_jobid(self, jobid: int) -> bool:
+        """The next submission gets `jobid`; False (nothing changed) unless it is above the
+        next id, so ids never repeat. The test is part of the UPDATE: a concurrent submission
+        cannot slip between check and change."""
+        with self._writing(), self.engine.begin() as conn:
+            c = counters_table.c
+            return conn.execute(update(counters_table)
+                                .where(c.name == "jobid", c.value + 1 < jobid)
+                                .values(value=jobid - 1)).rowcount == 1
+
+
+class _NoSuchQueue(Exception):
+    pass
+
+
+def _expand_jobid(text: str, jobid: int) -> str:
+    return text.replace("$jobid", str(jobid)).replace("$COBALT_JOBID", str(jobid))
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Add the job columns a database made by an older release lacks, with their defaults: an
+    instance keeps its jobs across the upgrade."""
+    present = {c["name"] for c in inspect(engine).get_columns("jobs")}
+    missing = [c for c in jobs_table.columns if c.name not in present]
+    if not missing:
+        return
+    with engine.begin() as conn:
+        for column in missing:
+            ddl = CreateColumn(column).compile(dialect=engine.dialect)
+            conn.execute(text(f"ALTER TABLE jobs ADD COLUMN {ddl}"))
 
 
 def _select_columns(names: list[str]) -> Any:
@@ -607,7 +685,7 @@ def _read_rows(conn: Connection, query: Any, names: list[str]) -> list[list[Any]
 
 
 SCORING_FIELDS = ("jobid", "nodes", "walltime", "submittime", "user", "project", "queue", "score",
-                  "user_hold", "admin_hold", "dependencies")
+                  "user_hold", "admin_hold", "score_adjust", "dependencies")
 
 
 class _UnfinishedJobs:

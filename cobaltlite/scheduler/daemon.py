@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import Pyro5.api
@@ -21,12 +22,16 @@ log = structlog.get_logger("scheduler")
 
 
 class SchedulerLoop:
-    def __init__(self, make_site: Any, clock: Clock, backfill: Backfill, interval: float) -> None:
+    def __init__(self, make_site: Any, clock: Clock, backfill: Backfill, interval: float,
+                 stopped_marker: Path | None = None) -> None:
+        """`stopped_marker`: a file that exists while scheduling is stopped (schedctl --stop),
+        so a stop survives a restart of the scheduler, as Cobalt's saved state kept it."""
         self._make_site = make_site
         self.clock = clock
         self.backfill = backfill
         self.interval = interval
-        self.active = True
+        self._stopped_marker = stopped_marker
+        self.active = stopped_marker is None or not stopped_marker.exists()
         self.passes = 0
         self.last_pass_seconds: float | None = None  # how long the last complete pass took
         self.last_error: str | None = None
@@ -58,6 +63,16 @@ class SchedulerLoop:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def set_active(self, active: bool) -> None:
+        """Start or stop scheduling, and remember it across restarts."""
+        marker = self._stopped_marker
+        if marker is not None:
+            if active:
+                marker.unlink(missing_ok=True)
+            else:
+                marker.touch(mode=0o600)
+        self.active = active
 
     def loop(self) -> None:
         """Run forever in a daemon thread; the process's exit ends it."""
@@ -105,13 +120,13 @@ class ControlAPI:
 
     def start(self) -> bool:
         self._require_admin("schedctl --start")
-        self._loop.active = True
+        self._loop.set_active(True)
         self._loop.wake()
         log.info("scheduling started")
         return True
 
     def stop(self) -> bool:
         self._require_admin("schedctl --stop")
-        self._loop.active = False
+        self._loop.set_active(False)
         log.info("scheduling stopped")
         return True

@@ -26,6 +26,8 @@ class TraceJob:
     user: str = "unknown"
     project: str = "unknown"
     queue: str = "default"
+    # Jobs that must end with exit status 0 before this one may start (Cobalt's dependencies).
+    dependencies: tuple[int, ...] = ()
     # Fields a trace carries that the replay does not need but a user may want echoed back.
     extra: dict[str, str] = field(default_factory=dict)
 

@@ -157,7 +157,7 @@ def markdown(rows: Sequence[dict[str, Any]], baseline: dict[str, dict[str, Any]]
                     "–" if gains[m] is None else f"**{gains[m]:+.1f} %**" for m in METRICS) + " |")
         paper = PAPER_GAINS[policy]
         lines += ["", "Seed 003 Fig. 9 gains for " + policy.upper() + ": " + ", ".join(
-            f"{m.upper()} {'up to' if lo is None else f'{lo}–'}{hi} %"
+            f"{m.upper()} {'up to ' if lo is None else f'{lo}–'}{hi} %"
             for m, (lo, hi) in paper.items()) + ".", ""]
     return "\n".join(lines)
 
