@@ -19,8 +19,12 @@ import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cobaltlite.errors import InputError
+
+if TYPE_CHECKING:  # user commands read the config and need no tuning code
+    from cobaltlite.tuning.scheme import TuningScheme
 
 COMPONENTS = ("queue-manager", "system", "scheduler", "metrics-monitor")
 SYSTEM_STATE_DIR = Path("/var/lib/cobaltlite")
@@ -89,6 +93,8 @@ class Config:
     allocation_beta: float = 1.0
     # Components named here listen at this address instead of their socket under sockets/.
     addresses: dict[str, Address] = field(default_factory=dict)
+    # Adaptive tuning of the scheduler (seed 000 §3.4; cobaltlite/tuning/scheme.py); None: off.
+    tuning: TuningScheme | None = None
 
     @property
     def database_url(self) -> str:
@@ -164,6 +170,7 @@ failure_forecast: ""       # a failure-forecast file (P_f per component), re-rea
 allocation_alpha: 1        # weight of BLK_f (partitions a placement blocks) in the allocation cost
 allocation_beta: 1         # weight of P_f (the place's failure chance) in the allocation cost
 # addresses: {system: "tcp:127.0.0.1:7001"}  # where components listen; default: sockets/
+# tuning: w-adaptive       # adaptive W (docs/metric-aware.md); or {check_interval:, rules: [...]}
 """
 
 
@@ -197,6 +204,11 @@ def load_config(state_dir: Path | None = None) -> Config:
     for key, value in data.items():
         if key == "addresses":
             config.addresses = _read_addresses(config, value)
+            continue
+        if key == "tuning":
+            from cobaltlite.tuning.scheme import parse_tuning_section
+
+            config.tuning = None if value is None else parse_tuning_section(path, value)
             continue
         default = getattr(config, key)
         if value is None and key in ("database",):

@@ -185,8 +185,20 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
         return RemoteSite(Peer(config, "queue-manager"), Peer(config, "system"), clock,
                           alpha=config.allocation_alpha, beta=config.allocation_beta)
 
+    monitor = Peer(config, "metrics-monitor")
+
+    def read_metrics() -> dict[str, float] | None:
+        try:
+            latest = monitor.latest()
+        except Exception as exc:  # the monitor down: no check now, the next pass tries again
+            log.warning("metrics monitor unreachable for tuning", error=str(exc))
+            return None
+        return None if latest is None else latest["monitored"]
+
     loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval,
-                         stopped_marker=Path(config.state_dir) / "scheduler-stopped")
+                         stopped_marker=Path(config.state_dir) / "scheduler-stopped",
+                         tuning=config.tuning,
+                         read_metrics=read_metrics if config.tuning else None)
     daemons = [serve_component(config, "scheduler", ComponentAPI(loop)),
                _serve_users(config.admin_socket, ControlAPI(loop, config.admin_group),
                             "scheduler-control", "the scheduler")]
@@ -207,9 +219,11 @@ class PeerClock:
 
 
 def run_metrics_monitor(config: Config, stop: threading.Event) -> list:
+    from cobaltlite.metrics_monitor.history import MetricHistory
     from cobaltlite.metrics_monitor.monitor import Monitor, MonitorAPI
 
-    monitor = Monitor(Peer(config, "queue-manager"), Peer(config, "system"), WallClock())
+    monitor = Monitor(Peer(config, "queue-manager"), Peer(config, "system"), WallClock(),
+                      history=MetricHistory(config.database_url))
     daemons = [serve_component(config, "metrics-monitor", MonitorAPI(monitor))]
 
     def sample() -> None:

@@ -48,6 +48,11 @@ def build_parser() -> CommandParser:
     action.add_argument("--status", action="store_true",
                         help="scheduling on or off, the active utility file, and any function "
                         "that failed since the last reload")
+    action.add_argument("--set", dest="set_tunable", metavar="NAME=VALUE",
+                        help="pin a tunable of the scheduler, e.g. w=3: tuning rules no longer "
+                        "move it until --unset (admin)")
+    action.add_argument("--unset", dest="unset_tunable", metavar="NAME",
+                        help="release a pinned tunable: its tuning rule sets it again (admin)")
     action.add_argument("--reread-policy", action="store_true",
                         help="check the configured utility file and activate it if it passes; "
                         "the previous functions stay active otherwise (admin)")
@@ -148,6 +153,11 @@ def _scheduler(args: Any) -> int:
         elif args.stop:
             scheduler.stop()
             print("Job Scheduling: DISABLED")
+        elif args.set_tunable is not None:
+            name, value = _tunable_setting(args.set_tunable)
+            _print_tuning(scheduler.set_tunable(name, value))
+        elif args.unset_tunable is not None:
+            _print_tuning(scheduler.unset_tunable(args.unset_tunable))
         else:
             status = scheduler.status()
             print(f"Job Scheduling: {'ENABLED' if status['active'] else 'DISABLED'}")
@@ -157,10 +167,11 @@ def _scheduler(args: Any) -> int:
                   f"backfilling: {status['backfill']}")
             if status["last_error"]:
                 print(f"last pass failed: {status['last_error']}")
+            _print_tuning(status["tuning"])
             with connect_queue_manager() as qm:
                 _print_policy_status(qm.policy_status())
             _print_failure_status()
-    except PermissionError as exc:
+    except (PermissionError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     except BrokenPipeError:
         raise  # stdout's reader left (`schedctl --status | head -1`): run_command exits quietly
@@ -168,6 +179,29 @@ def _scheduler(args: Any) -> int:
         raise CommandError(f"cannot reach the scheduler at {config.admin_socket}: {exc} "
                            "(is `cobaltlite up` running?)") from None
     return 0
+
+
+def _tunable_setting(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        if sep and name:
+            return name.strip().lower(), float(value)
+    except ValueError:
+        pass
+    raise CommandError(f"--set {text!r}: expected NAME=NUMBER, e.g. w=3")
+
+
+def _print_tuning(tuning: dict[str, Any]) -> None:
+    values = tuning["values"]
+    pins = tuning["pins"]
+    shown = ", ".join(f"{name.upper()} = {values[name]:g}" + (" (pinned)" if name in pins else "")
+                      for name in ("bf", "w"))
+    print(f"tunables: {shown}; tuning: {tuning['scheme'] or 'off'}")
+    last = tuning["last_change"]
+    if last is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last["time"]))
+        print(f"last change: {last['tunable'].upper()} {last['old']:g} -> {last['new']:g} at "
+              f"{when}: {last['reason']}")
 
 
 def _print_policy_status(status: dict[str, Any]) -> None:

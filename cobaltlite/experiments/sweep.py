@@ -54,14 +54,15 @@ from cobaltlite.traces.model import TraceReadResult
 TABLE_FORMATS = ("parquet", "csv")
 SWEEP_INFO = "sweep.json"
 """Beside the results: the experiment's name and its swept columns (what `qsim report` plots)."""
-# Settings that act after the trace is read (select_window, the scheduler, the metrics, the
-# machine's allocation cost and its failures): replays differing only in these share one read.
-# Any other setting, including one added later, is part of the reading's key: a new field costs
-# at worst one more read, never a reading shared by replays that should differ.
+# Settings that act after the trace is read (select_window, the scheduler and its window, the
+# metrics, tuning, the machine's allocation cost and its failures): replays differing only in
+# these share one read. Any other setting, a field added later included, is part of the
+# reading's key: it costs at worst one more read, never one reading shared by replays that
+# should read differently.
 _AFTER_READING = frozenset((
     *WINDOW_FIELDS, "backfill", "slowdown_bound", "alpha", "beta", "failure_log", "mtbf_hours",
     "weibull_scale", "weibull_shape", "failure_seed", "repair_time", "predictor", "sensitivity",
-    "specificity",
+    "specificity", "window", "tuning", "fair_start",
 ))
 _SUMMARY_COUNTS = ("jobs_skipped_reading", "jobs_skipped_unplaceable", "scheduling_passes")
 

@@ -403,6 +403,23 @@ class BGPPlanner:
         self._reservations.append((best_t, best_t + duration, m.conflict[best_i]))
         return best_t, m.names[best_i]
 
+    def copy(self) -> BGPPlanner:
+        other = BGPPlanner.__new__(BGPPlanner)
+        other._m, other._now = self._m, self._now
+        other._reservations = list(self._reservations)
+        other._free_at = None if self._free_at is None else list(self._free_at)
+        return other
+
+    def plan_now(self, nodes: int, duration: float) -> bool:
+        location = self.location_now(nodes, duration)
+        if location is None:
+            return False
+        m = self._m
+        i = m.index[location]
+        self._reservations.append((self._now, self._now + duration, m.conflict[i]))
+        self.commit(location, duration)
+        return True
+
     def commit(self, location: str, duration: float) -> None:
         m = self._m
         i = m.index[location]

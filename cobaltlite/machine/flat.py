@@ -214,5 +214,19 @@ class FlatPlanner:
                 return start, f"{nodes} nodes"
         raise AssertionError("the last segment of a profile has every node in service free")
 
+    def copy(self) -> FlatPlanner:
+        other = FlatPlanner.__new__(FlatPlanner)
+        other._machine, other._now = self._machine, self._now
+        other._times, other._free = list(self._times), list(self._free)
+        return other
+
+    def plan_now(self, nodes: int, duration: float) -> bool:
+        # Nodes are interchangeable: the free-node profile alone decides, no place is named.
+        end = self._now + duration
+        if nodes > self._free[0] or not self._fits_from(0, nodes, end):
+            return False
+        self._take(self._now, end, nodes)
+        return True
+
     def commit(self, location: str, duration: float) -> None:
         self._take(self._now, self._now + duration, ranges_to_mask(location).bit_count())

@@ -68,6 +68,16 @@ class Planner(Protocol):
         """Record a job started now at `location` for at most `duration` seconds."""
         ...
 
+    def copy(self) -> Planner:
+        """An independent planner with the same plan so far (what-ifs from a common start)."""
+        ...
+
+    def plan_now(self, nodes: int, duration: float) -> bool:
+        """What-if (the allocation window trying orders): if a job of this size could start now
+        on its lowest-cost place without delaying a reservation, plan it there as running for
+        `duration` seconds, although it has NOT started, and return True; else False."""
+        ...
+
 
 NOT_IN_SERVICE = (float("inf"), "")
 """What `Planner.reserve_earliest` returns when every place of the size asked is out of service

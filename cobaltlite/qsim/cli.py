@@ -12,17 +12,24 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cobaltlite.errors import CobaltliteError
+from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.faults.predictor import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
 from cobaltlite.jobs.queues import load_queue_config
 from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction
+from cobaltlite.qsim.fairness import FAIR_START_METHODS
 from cobaltlite.qsim.metrics import (
     metrics_markdown,
     print_comparison,
     print_metrics,
 )
 from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, policy_named, replay
-from cobaltlite.scheduler.scheduler import Backfill
+from cobaltlite.scheduler.scheduler import MAX_WINDOW, Backfill, check_window
+from cobaltlite.tuning.scheme import (
+    EXAMPLE_SCHEMES,
+    TuningScheme,
+    example_scheme,
+    load_scheme_file,
+)
 
 EPILOG = """\
 subcommands (given first, instead of --trace):
@@ -86,6 +93,24 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _window(text: str) -> int:
+    try:
+        return check_window(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+
+def _tuning(spec: str | None) -> TuningScheme | None:
+    """A shipped scheme by name, else a YAML file."""
+    if spec is None:
+        return None
+    if spec in EXAMPLE_SCHEMES:
+        return example_scheme(spec)
+    path = Path(spec)
+    if not path.is_file():
+        raise InputError(f"--tuning {spec}: neither a file nor a shipped scheme "
+                         f"({', '.join(EXAMPLE_SCHEMES)})")
+    return load_scheme_file(path)
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -193,6 +218,22 @@ def build_parser() -> argparse.ArgumentParser:
         choices=[b.value for b in Backfill],
         help="backfilling: easy (nothing delays the top job), conservative (no "
         "queued job is delayed) or none (default: easy)",
+    )
+    parser.add_argument(
+        "--window", type=_window, default=1, metavar="W",
+        help=f"allocation window (seed 000 §3.3): permute the top W jobs and keep the order "
+        f"that ends first, 1 to {MAX_WINDOW} (default: 1, no reordering)",
+    )
+    parser.add_argument(
+        "--tuning", metavar="FILE|NAME",
+        help="adaptive tuning scheme (seed 000 §3.4): a YAML file (a `tuning:` section, see "
+        f"cobaltlite/tuning/scheme.py) or a shipped scheme: {', '.join(EXAMPLE_SCHEMES)}",
+    )
+    parser.add_argument(
+        "--fair-start", default="none", choices=["none", *FAIR_START_METHODS],
+        help="count unfair jobs (seed 000 §4.2): 'replay' forks the replay at each submission "
+        "(the definition), 'estimate' plans each submission instant once (cheaper); "
+        "default: none",
     )
     parser.add_argument(
         "--procs-per-node",
@@ -331,6 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     reports = []
     try:
+        tuning = _tuning(args.tuning)
         policies = [_policy(name, args) for name in names]
         queue_config = None if args.queues is None else load_queue_config(args.queues)
         queue_policies = {q["policy"]: _policy(q["policy"], args)
@@ -343,7 +385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 schedulable=args.schedulable, processors_per_node=args.procs_per_node,
                 estimate=args.estimate, start=args.start, end=args.end,
                 arrival_scale=args.arrival_scale, lenient=args.lenient,
-                slowdown_bound=args.slowdown_bound, out=out,
+                slowdown_bound=args.slowdown_bound, out=out, window=args.window,
+                tuning=tuning, fair_start=args.fair_start,
                 queue_config=queue_config, queue_policies=queue_policies,
                 alpha=args.alpha, beta=args.beta, failure_log=args.failure_log,
                 mtbf_hours=args.mtbf_hours, weibull_scale=args.weibull_scale,
@@ -368,7 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if items:
             err.print(f"qsim: {len(items)} {label}; first: {items[0]}", markup=False)
     named = [(r.settings.policy.name, r.metrics) for r, _ in reports]
-    title = (f"{args.trace.name} on {args.machine}, {args.backfill} backfilling")
+    title = (f"{args.trace.name} on {args.machine}, {args.backfill} backfilling, W={args.window}"
+             + (f", tuning {tuning.name}" if tuning else ""))
     if args.markdown:
         print(metrics_markdown(named))
     elif len(reports) > 1:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cobaltlite.clock import VirtualClock
 from cobaltlite.errors import InputError
@@ -94,6 +94,14 @@ class ReplayObserver:
         """A failure of `component` killed `job`'s run; the job is back in the queue."""
 
 
+class PassHook(Protocol):
+    """Runs at every event time: before its (possible) pass and after it."""
+
+    def before_pass(self, now: float) -> None: ...
+
+    def after_pass(self, now: float) -> None: ...
+
+
 @dataclass
 class ReplayResult:
     outcomes: list[JobOutcome]
@@ -121,6 +129,7 @@ class Qsim:
         policies: Mapping[str, UtilityFunction] | None = None,
         failures: Sequence[FailureEvent] | None = None,
         repair_time: float = DEFAULT_REPAIR_TIME,
+        window: int = 1,
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
         RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`.
@@ -131,6 +140,8 @@ class Qsim:
 
         `failures` (sorted by time) strike the machine during the replay; each failed component
         is out of service for `repair_time` seconds. None: nothing ever fails.
+
+        `window`: the scheduler's allocation window W (seed 000 §3.3; 1 = no reordering).
         """
         self._machine = machine
         self.policy = policy
@@ -193,8 +204,25 @@ class Qsim:
         self._inputs = PassInputs(
             now=0.0, machine_size=machine.total_nodes, n_s=machine.min_block_size
         )
-        self.scheduler = Scheduler(self, self, self.clock, backfill)
+        self.scheduler = Scheduler(self, self, self.clock, backfill, window)
         self._run_pass = pass_runner or self.scheduler.iterate
+        self.pass_hook: PassHook | None = None
+        """Called around each event time's pass (adaptive tuning); None costs nothing."""
+
+    def resume(self, now: float, running: Sequence[SimJob], queued: Sequence[SimJob]) -> None:
+        """Start from a state instead of a trace: `running` jobs hold their `location` (on a
+        machine with nothing else held) and end at start_time + run_time, `queued` wait. For
+        forked replays (the fair start time); the trace given to the constructor is dropped."""
+        self._pending = []
+        self.clock.advance_to(now)
+        for job in running:
+            job.allocated_nodes = self._machine.allocate(
+                job.location, job.jobid, job.start_time + job.wall_time)
+            job.status = lifecycle.launched(lifecycle.start(job.status).status).status
+            job.end_time = job.start_time + job.run_time
+            self._running[job.jobid] = job
+            heapq.heappush(self._ends, (job.end_time, job.jobid))
+        self._queue.update((job.jobid, job) for job in queued)
 
     # ---- the queue-manager interface ---------------------------------------------------
 
@@ -218,6 +246,10 @@ class Qsim:
                 policy = self.policy if name is None else self._policies.get(name, self.policy)
                 policy.score_jobs(group, self._inputs)
         return jobs
+
+    def queued_jobs(self) -> list[SimJob]:
+        """The jobs waiting now, unscored (for monitors)."""
+        return list(self._queue.values())
 
     def start_job(self, jobid: int, location: str) -> bool:
         job = self._queue.get(jobid)
@@ -314,7 +346,7 @@ class Qsim:
         """Replay to the end; `progress(jobs_finished)` is called every `progress_every` events."""
         pending, ends, queue = self._pending, self._ends, self._queue
         machine, clock = self._machine, self.clock
-        iterate = self._run_pass
+        iterate, hook = self._run_pass, self.pass_hook
         samples: list[CapacitySample] = []
         total, next_i, passes, events = len(pending), 0, 0, 0
         inf = float("inf")
@@ -343,12 +375,16 @@ class Qsim:
                 self._submit(pending[next_i], t)
                 next_i += 1
                 events += 1
+            if hook is not None:
+                hook.before_pass(t)
             if queue and machine.has_free_capacity():
                 iterate()
                 passes += 1
             idle = machine.idle_nodes()
             fits = bool(queue) and idle > 0 and any(j.size < idle for j in queue.values())
             samples.append(CapacitySample(t, idle, fits))
+            if hook is not None:
+                hook.after_pass(t)
             if progress is not None and events >= next_report:
                 progress(len(self._outcomes))
                 next_report = events + progress_every

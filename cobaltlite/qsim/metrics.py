@@ -55,6 +55,7 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
+from cobaltlite.metrics_monitor.series import ROLLING_UTILIZATION, StepSeries
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
 
 # (name, inclusive upper limit); the last category has no limit (None).
@@ -87,6 +88,8 @@ def compute_metrics(
     slowdown_bound: float = 10.0,
     length_categories: Categories = PAPER_LENGTH_CATEGORIES,
     scale_categories: Categories = PAPER_SCALE_CATEGORIES,
+    fair_start: Mapping[int, float] | None = None,
+    fair_start_method: str | None = None,
     failure_events: int | None = None,
 ) -> dict[str, Any]:
     """The replay's figures as plain JSON data; see the module docstring for the definitions.
@@ -94,6 +97,10 @@ def compute_metrics(
     Keys: jobs, killed, machine_nodes, slowdown_bound, first_submit, last_end, makespan,
     wait / response / run_time / bounded_slowdown (each {mean, median, p90, max}), utilization,
     useful_utilization, loss_of_capacity, by_length and by_scale (lists, in category order, of
+    {name, max, jobs, share, mean_wait, mean_response, mean_bounded_slowdown}); seed 000's
+    queue_depth_mean and queue_depth_peak (minutes, 30-min samples), series (`time_series`),
+    unfair_jobs and fair_start_method (None unless `fair_start` gives each job's fair start time,
+    cobaltlite/qsim/fairness.py).
     {name, max, jobs, share, mean_wait, mean_response, mean_bounded_slowdown}); with
     `failure_events` (a replay under failures) also failures = {events, jobs_hit, failed_runs,
     jfr, lost_node_seconds, sulr, sulr_capacity}.
@@ -147,6 +154,10 @@ def compute_metrics(
         utilization = _ratio(held / capacity)
         useful_utilization = _ratio(asked / capacity)
 
+    series = time_series(outcomes, machine_nodes)
+    unfair = None
+    if fair_start is not None:
+        unfair = sum(1 for job in outcomes if job.start_time > fair_start[job.jobid] + 1e-6)
     metrics = {
         "jobs": n,
         "killed": killed,
@@ -162,6 +173,11 @@ def compute_metrics(
         "utilization": utilization,
         "useful_utilization": useful_utilization,
         "loss_of_capacity": loss_of_capacity(samples, machine_nodes),
+        "queue_depth_mean": series["queue_depth_mean"],
+        "queue_depth_peak": series["queue_depth_peak"],
+        "unfair_jobs": unfair,
+        "fair_start_method": fair_start_method if fair_start is not None else None,
+        "series": series,
         "by_length": breakdown(length_categories, length_limits, runs),
         "by_scale": breakdown(
             scale_categories, scale_limits, [job.allocated_nodes for job in outcomes]
@@ -200,6 +216,55 @@ def loss_of_capacity(samples: Sequence[CapacitySample], machine_nodes: int) -> f
     if span <= 0:
         return None
     return _ratio(math.fsum(lost) / (machine_nodes * span))
+
+
+SERIES_STEP = 1800.0
+"""Seed 000 §4.2 samples queue depth and utilization every 30 minutes."""
+
+
+def time_series(
+    outcomes: Sequence[JobOutcome], machine_nodes: int, step: float = SERIES_STEP
+) -> dict[str, Any]:
+    """Seed 000's monitored series, sampled every `step` seconds from the first submission to
+    the last end: hours since the first submission, queue depth (minutes), instant utilization
+    and its 1 h / 10 h / 24 h rolling averages (exact time averages of the replay's busy nodes;
+    cobaltlite/metrics_monitor/series.py), plus the mean and peak of the sampled queue depth."""
+    if not outcomes:
+        return {"step": step, "hours": [], "queue_depth": [], "utilization": [],
+                **{name: [] for name in ROLLING_UTILIZATION},
+                "queue_depth_mean": None, "queue_depth_peak": None}
+    busy: dict[float, int] = {}
+    for job in outcomes:
+        busy[job.start_time] = busy.get(job.start_time, 0) + job.allocated_nodes
+        busy[job.end_time] = busy.get(job.end_time, 0) - job.allocated_nodes
+    utilization = StepSeries()
+    held = 0
+    for when in sorted(busy):
+        held += busy[when]
+        utilization.record(when, held / machine_nodes)
+    # Queue depth at t = n(t)·t - Σ submit over the jobs queued at t (submit <= t < start).
+    changes = sorted([(job.submit_time, 1, job.submit_time) for job in outcomes]
+                     + [(job.start_time, -1, -job.submit_time) for job in outcomes])
+    first = min(job.submit_time for job in outcomes)
+    last = max(job.end_time for job in outcomes)
+    series: dict[str, list[float]] = {"hours": [], "queue_depth": [], "utilization": [],
+                                      **{name: [] for name in ROLLING_UTILIZATION}}
+    count, submits, i = 0, 0.0, 0
+    t = first
+    while t <= last:
+        while i < len(changes) and changes[i][0] <= t:
+            count += changes[i][1]
+            submits += changes[i][2]
+            i += 1
+        series["hours"].append(round((t - first) / 3600.0, 6))
+        series["queue_depth"].append(_ratio(max(0.0, count * t - submits) / 60.0) or 0.0)
+        series["utilization"].append(_ratio(utilization.value_at(t)) or 0.0)
+        for name, span in ROLLING_UTILIZATION.items():
+            series[name].append(_ratio(utilization.average(t, span)) or 0.0)
+        t += step
+    depths = series["queue_depth"]
+    return {"step": step, **series,
+            "queue_depth_mean": _ratio(_mean(depths)), "queue_depth_peak": max(depths)}
 
 
 def _limits(categories: Categories, what: str) -> list[float]:
@@ -284,6 +349,10 @@ def _fmt_percent(value: float | None) -> str:
     return _MISSING if value is None else f"{value * 100:.2f}%"
 
 
+def _fmt_minutes(value: float | None) -> str:
+    return _MISSING if value is None else f"{value:,.1f} min"
+
+
 def _fmt_ratio(value: float | None) -> str:
     return _MISSING if value is None else f"{value:,.2f}"
 
@@ -319,6 +388,10 @@ def render_metrics(metrics: Mapping[str, Any], *, title: str) -> Group:
         ("utilization", _fmt_percent(metrics["utilization"])),
         ("useful utilization (requested nodes)", _fmt_percent(metrics["useful_utilization"])),
         ("loss of capacity", _fmt_percent(metrics["loss_of_capacity"])),
+        ("queue depth, mean / peak (seed 000)", f"{_fmt_minutes(metrics['queue_depth_mean'])} / "
+                                                f"{_fmt_minutes(metrics['queue_depth_peak'])}"),
+        (f"unfair jobs ({metrics['fair_start_method'] or 'not computed'})",
+         _fmt_count(metrics["unfair_jobs"])),
     ]
     failures = metrics.get("failures")
     if failures is not None:
@@ -412,6 +485,9 @@ _HEADLINE: tuple[_Row, ...] = (
     ("utilization", lambda m: m["utilization"], _fmt_percent, "higher"),
     ("useful utilization", lambda m: m["useful_utilization"], _fmt_percent, "higher"),
     ("loss of capacity", lambda m: m["loss_of_capacity"], _fmt_percent, "lower"),
+    ("unfair jobs", lambda m: m["unfair_jobs"], _fmt_count, "lower"),
+    ("mean queue depth", lambda m: m["queue_depth_mean"], _fmt_minutes, "lower"),
+    ("peak queue depth", lambda m: m["queue_depth_peak"], _fmt_minutes, "lower"),
     ("mean wait", lambda m: m["wait"]["mean"], _fmt_seconds, "lower"),
     ("median wait", lambda m: m["wait"]["median"], _fmt_seconds, "lower"),
     ("p90 wait", lambda m: m["wait"]["p90"], _fmt_seconds, "lower"),
@@ -511,4 +587,7 @@ def metrics_markdown(named: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
         best = _best(values, better)
         cells = [f"**{cell(fmt(v))}**" if i in best else cell(fmt(v)) for i, v in enumerate(values)]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + f"\n\n{PAPERS}\n"
+    methods = sorted({m["fair_start_method"] for _, m in named if m.get("fair_start_method")})
+    note = (f"\n\nUnfair jobs: fair start time by {' and '.join(methods)} "
+            "(cobaltlite/qsim/fairness.py)." if methods else "")
+    return "\n".join(lines) + f"{note}\n\n{PAPERS}\n"

@@ -38,12 +38,18 @@ from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.loader import compile_file
 from cobaltlite.policy.utility import UtilityFunction, builtin_policy
 from cobaltlite.qsim.engine import DEFAULT_REPAIR_TIME, Qsim, ReplayResult
+from cobaltlite.qsim.fairness import Settings as FairnessSettings
+from cobaltlite.qsim.fairness import SettingsAt, fair_start_times
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.traces.intrepid_list import read_intrepid_list
 from cobaltlite.traces.model import TraceJob, TraceReadResult, select_window
 from cobaltlite.traces.swf import read_swf
+from cobaltlite.tuning.apply import with_balance_factor
+from cobaltlite.tuning.qsim import QsimTuning
+from cobaltlite.tuning.scheme import TuningScheme
+from cobaltlite.tuning.tuner import Tuner
 
 TRACE_FORMATS = ("auto", "swf", "accounting", "intrepid-list")
 
@@ -67,6 +73,9 @@ class ReplaySettings:
     lenient: bool = False
     slowdown_bound: float = 10.0
     out: Path | None = None
+    window: int = 1
+    tuning: TuningScheme | None = None
+    fair_start: str = "none"  # "none", or a method of cobaltlite/qsim/fairness.py
     # Queues, limits and policies (cobaltlite.jobs.queues.load_queue_config), and the utility
     # functions their policy names resolve to; None: the trace's queues, unrestricted.
     queue_config: list[dict[str, Any]] | None = None
@@ -98,6 +107,7 @@ class ReplayReport:
     metrics: dict[str, Any]
     trace_skipped: list[str] = field(default_factory=list)
     failure_units: int = 0  # midplanes (BG/P) or nodes (flat) failures were generated for
+    tuner: Tuner | None = None
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary: settings, counts and metrics, nothing that depends on wall time."""
@@ -117,6 +127,11 @@ class ReplayReport:
             "jobs_skipped_reading": len(self.trace_skipped),
             "jobs_skipped_unplaceable": len(self.result.skipped),
             "scheduling_passes": self.result.passes,
+            "window": s.window,
+            "tuning": None if self.tuner is None or s.tuning is None else {
+                "scheme": s.tuning.describe(),
+                "changes": [change.as_record() for change in self.tuner.changes],
+            },
             "queues": None if s.queue_config is None else [q["name"] for q in s.queue_config],
             "metrics": self.metrics,
             **({"failure_model": self.failure_model()} if s.has_failures else {}),
@@ -246,27 +261,53 @@ def replay(
     try:
         qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer,
                     queue_config=settings.queue_config, policies=settings.queue_policies,
-                    failures=failures, repair_time=settings.repair_time)
+                    failures=failures, repair_time=settings.repair_time, window=settings.window)
+        tuning = QsimTuning(qsim, settings.tuning) if settings.tuning is not None else None
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
         result = qsim.run(progress)
     finally:
         if observer is not None:
             observer.close()
+    tuner = tuning.tuner if tuning is not None else None
+    fair = None
+    if settings.fair_start != "none":
+        fair = fair_start_times(result.outcomes, build_machine(description), settings.backfill,
+                                _settings_at(settings, tuner),
+                                "estimate" if settings.fair_start == "estimate" else "replay")
     metrics = compute_metrics(
         result.outcomes,
         result.samples,
         result.machine_nodes,
         slowdown_bound=settings.slowdown_bound,
+        fair_start=fair,
+        fair_start_method=settings.fair_start if fair is not None else None,
         failure_events=result.failure_events,
     )
     report = ReplayReport(settings, result, metrics, list(trace.skipped),
-                          len(machine.failure_units()) if settings.has_failures else 0)
+                          len(machine.failure_units()) if settings.has_failures else 0, tuner)
     if settings.out is not None:
         summary = json.dumps(report.summary(), indent=2, sort_keys=True) + "\n"
         _write_atomically(settings.out / "summary.json", summary)
     return report
 
 
+def _settings_at(settings: ReplaySettings, tuner: Tuner | None) -> SettingsAt:
+    """The policy and window in force at an instant of the replay (for fair start times)."""
+    fixed = FairnessSettings(settings.policy, settings.window)
+    if tuner is None:
+        return lambda _t: fixed
+    by_values: dict[tuple[float, float], FairnessSettings] = {}
+
+    def at(time: float) -> FairnessSettings:
+        values = tuner.values_at(time)
+        key = (values["bf"], values["w"])
+        if key not in by_values:
+            tunes_bf = any(r.tunable == "bf" for r in tuner.scheme.rules) if tuner.scheme else False
+            policy = with_balance_factor(settings.policy, key[0]) if tunes_bf else settings.policy
+            by_values[key] = FairnessSettings(policy, int(key[1]))
+        return by_values[key]
+
+    return at
 def failure_list(
     settings: ReplaySettings, machine: Machine, jobs: list[TraceJob]
 ) -> list[FailureEvent] | None:

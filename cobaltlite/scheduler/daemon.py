@@ -2,12 +2,19 @@
 
 Submissions and job ends wake it early through `wake()`. `schedctl` reaches `ControlAPI` on a
 user socket; starting and stopping need admin rights, checked from the kernel's credentials.
+
+With a tuning scheme (the `tuning:` option), the same `Tuner` Qsim runs checks before a pass
+once C_i has passed since the last check, reading the metrics monitor's latest sample, and sets
+the pass's window W and balance factor BF (seed 000 §3.4). While BF is tuned (a BF rule, or an
+admin's pin) the scheduler ranks the queue by seed 000's balanced priority with that BF itself,
+over every queue, instead of the queue manager's scores (docs/metric-aware.md, D000-8).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +24,20 @@ import structlog
 from cobaltlite.clock import Clock
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
+from cobaltlite.tuning.apply import apply_window
+from cobaltlite.tuning.scheme import TUNABLE_BOUNDS, TuningScheme
+from cobaltlite.tuning.tuner import Change, Tuner
 
 log = structlog.get_logger("scheduler")
 
 
 class SchedulerLoop:
     def __init__(self, make_site: Any, clock: Clock, backfill: Backfill, interval: float,
-                 stopped_marker: Path | None = None) -> None:
+                 stopped_marker: Path | None = None, tuning: TuningScheme | None = None,
+                 read_metrics: Callable[[], Mapping[str, float] | None] | None = None) -> None:
         """`stopped_marker`: a file that exists while scheduling is stopped (schedctl --stop),
-        so a stop survives a restart of the scheduler, as Cobalt's saved state kept it."""
+        so a stop survives a restart of the scheduler, as Cobalt's saved state kept it.
+        `read_metrics` returns the metrics monitor's latest values (None when it has none)."""
         self._make_site = make_site
         self.clock = clock
         self.backfill = backfill
@@ -38,6 +50,9 @@ class SchedulerLoop:
         self._wake = threading.Event()
         self._scheduler: Scheduler | None = None
         self._pass_lock = threading.Lock()
+        self.tuner = Tuner(tuning, clock.now())
+        self._read_metrics = read_metrics
+        self._site: Any = None
 
     def run_pass(self) -> list[tuple[int, str]]:
         """One pass now; peers that are down make it fail quietly until the next one."""
@@ -45,8 +60,13 @@ class SchedulerLoop:
             began = time.perf_counter()
             try:
                 if self._scheduler is None:
-                    site = self._make_site()
-                    self._scheduler = Scheduler(site, site, self.clock, self.backfill)
+                    self._site = self._make_site()
+                    self._scheduler = Scheduler(self._site, self._site, self.clock,
+                                                self.backfill)
+                self._tune()
+                apply_window(self._scheduler, self.tuner.values)
+                self._site.balance_factor = (self.tuner.values["bf"] if self._tunes_bf()
+                                             else None)
                 report = self._scheduler.iterate()
             except Exception as exc:  # a peer down or restarting: retried at the next pass
                 self._scheduler = None
@@ -60,6 +80,46 @@ class SchedulerLoop:
             for jobid, where in report.started:
                 log.info("job placed", jobid=jobid, location=where)
             return report.started
+
+    def _tune(self) -> None:
+        """Algorithm 1's check, when due, on the monitor's latest sample."""
+        now = self.clock.now()
+        if self._read_metrics is None or not self.tuner.due(now):
+            return
+        values = self._read_metrics()
+        if values is None:
+            return  # no sample yet: check again at the next pass
+        for change in self.tuner.check(now, values):
+            _log_change(change)
+
+    def _tunes_bf(self) -> bool:
+        scheme = self.tuner.scheme
+        return "bf" in self.tuner.pins or (
+            scheme is not None and any(rule.tunable == "bf" for rule in scheme.rules))
+
+    def pin(self, tunable: str, value: float) -> list[Change]:
+        if tunable not in TUNABLE_BOUNDS:
+            raise ValueError(f"{tunable!r}: the tunables are bf and w")
+        with self._pass_lock:
+            changes = self.tuner.pin(self.clock.now(), tunable, value)
+        for change in changes:
+            _log_change(change)
+        return changes
+
+    def unpin(self, tunable: str) -> list[Change]:
+        with self._pass_lock:
+            changes = self.tuner.unpin(self.clock.now(), tunable)
+        for change in changes:
+            _log_change(change)
+        return changes
+
+    def tuning_status(self) -> dict[str, Any]:
+        tuner = self.tuner
+        last = tuner.changes[-1] if tuner.changes else None
+        return {"scheme": tuner.scheme.describe() if tuner.scheme else None,
+                "values": dict(tuner.values), "pins": dict(tuner.pins),
+                "last_change": None if last is None else {**last.as_record(),
+                                                          "reason": last.reason()}}
 
     def wake(self) -> None:
         self._wake.set()
@@ -81,6 +141,11 @@ class SchedulerLoop:
             self._wake.clear()
             if self.active:
                 self.run_pass()
+
+
+def _log_change(change: Change) -> None:
+    log.info("tunable changed", tunable=change.tunable, old=change.old, new=change.new,
+             cause=change.cause, metrics=dict(change.metrics))
 
 
 @Pyro5.api.expose
@@ -116,7 +181,26 @@ class ControlAPI:
         loop = self._loop
         return {"active": loop.active, "passes": loop.passes, "interval": loop.interval,
                 "backfill": str(loop.backfill), "last_error": loop.last_error,
-                "last_pass_seconds": loop.last_pass_seconds}
+                "last_pass_seconds": loop.last_pass_seconds, "tuning": loop.tuning_status()}
+
+    def set_tunable(self, tunable: str, value: float) -> dict[str, Any]:
+        """Pin a tunable (admin): rules keep running but do not move it until it is released."""
+        self._require_admin("schedctl --set")
+        if not isinstance(tunable, str) or isinstance(value, bool) or not isinstance(
+                value, int | float):
+            raise ValueError("schedctl --set takes NAME=NUMBER, e.g. w=3")
+        self._loop.pin(tunable.lower(), float(value))
+        self._loop.wake()
+        return self._loop.tuning_status()
+
+    def unset_tunable(self, tunable: str) -> dict[str, Any]:
+        """Release a pin (admin): the tunable returns to what its rule says."""
+        self._require_admin("schedctl --unset")
+        if not isinstance(tunable, str) or tunable.lower() not in TUNABLE_BOUNDS:
+            raise ValueError(f"schedctl --unset {tunable!r}: the tunables are bf and w")
+        self._loop.unpin(tunable.lower())
+        self._loop.wake()
+        return self._loop.tuning_status()
 
     def start(self) -> bool:
         self._require_admin("schedctl --start")

@@ -16,7 +16,9 @@ from cobaltlite.clock import Clock
 from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.machine.wire import description_from_wire
+from cobaltlite.policy.utility import PassInputs, UtilityFunction, builtin_policy
 from cobaltlite.system.forecast import ForecastEntry, failure_source
+from cobaltlite.tuning.apply import with_balance_factor
 
 
 @dataclass(slots=True)
@@ -26,6 +28,12 @@ class RemoteJob:
     wall_time: float
     score: float
     threshold: float
+    # Read only when the scheduler ranks by the balanced priority itself (balance_factor set).
+    queued_time: float = 0.0
+    user_name: str = ""
+    project: str = ""
+    queue: str = ""
+    queue_priority: int = 0
 
 
 class RemoteSite:
@@ -41,6 +49,10 @@ class RemoteSite:
         self._held: dict[int, str] = {}
         self._walltime: dict[int, float] = {}
         self._forecast_version = -1  # none received yet
+        self.balance_factor: float | None = None
+        """Set by adaptive tuning (seed 000): rank by the balanced priority with this BF instead
+        of the queues' scores; None: the queue manager's scores, as they come."""
+        self._balanced: UtilityFunction | None = None
 
     def machine(self) -> Machine:
         state = self.system.machine_state(self._forecast_version)
@@ -73,7 +85,20 @@ class RemoteSite:
         # Rows are (jobid, size, wall_time, score, threshold).
         jobs = [RemoteJob(*row) for row in self.queue_manager.schedulable_jobs()]
         self._walltime = {j.jobid: j.wall_time for j in jobs}
+        if self.balance_factor is not None and jobs:
+            self._rank_balanced(jobs, self.balance_factor)
         return jobs
+
+    def _rank_balanced(self, jobs: list[RemoteJob], bf: float) -> None:
+        """Score `jobs` with seed 000's balanced priority (eqs. 1-3) and `bf` (bare scores)."""
+        now = self.clock.now()
+        submitted = {j["jobid"]: j["submittime"] for j in self.queue_manager.jobs()}
+        for job in jobs:
+            job.queued_time = now - submitted.get(job.jobid, now)
+        if self._balanced is None or self._balanced.options.get("balance_factor") != bf:
+            self._balanced = with_balance_factor(builtin_policy("balanced"), bf)
+        inputs = PassInputs(now, self._machine.total_nodes, self._machine.min_block_size)
+        self._balanced.score_jobs(jobs, inputs)
 
     def start_job(self, jobid: int, location: str) -> bool:
         if not self.queue_manager.start_job(jobid, location):

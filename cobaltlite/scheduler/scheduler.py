@@ -16,12 +16,21 @@ The order of one pass, which docs/architecture.md restates for users:
      reservation, or gets a reservation of its own at its earliest time.
 
 A pass starts everything that can start at this instant, so Qsim runs one pass per event time.
+
+With an allocation window W > 1 (seed 000 §3.3 steps 5-6; decisions in docs/metric-aware.md),
+steps 3-4 become: take the top job and the next W-1 placeable jobs in rank order (the window);
+try every order of the window, placing each job greedily (start now on its lowest-cost place
+that delays no earlier reservation of that order, else reserve its earliest place); keep the
+order whose last window job ends first (ties: the earlier order tried, rank order first); start
+and reserve the window in that order; then backfill the rest: EASY protects the window's
+reservations, conservative protects every reservation. W = 1 takes the path above, unchanged.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import permutations
 from operator import attrgetter
 
 from cobaltlite.clock import Clock
@@ -37,12 +46,18 @@ class Backfill(StrEnum):
 
 @dataclass(slots=True)
 class PassReport:
-    """What one pass did: jobs started (id, place) and the top job's drain (id, place, start)."""
+    """What one pass did: jobs started (id, place) and the top job's drain (id, place, start);
+    with a window, `reserved` lists every window job's reservation in the order kept."""
 
     started: list[tuple[int, str]] = field(default_factory=list)
     drain: tuple[int, str, float] | None = None
+    reserved: list[tuple[int, str, float]] = field(default_factory=list)
     unplaceable: list[int] = field(default_factory=list)
 
+
+MAX_WINDOW = 6
+"""The largest allocation window: W! orders are tried per pass (720 at W = 6); the paper's study
+stops at W = 5."""
 
 _by_jobid = attrgetter("jobid")
 _by_score = attrgetter("score")
@@ -55,11 +70,13 @@ class Scheduler:
         system: SystemView,
         clock: Clock,
         backfill: Backfill = Backfill.EASY,
+        window: int = 1,
     ) -> None:
         self.queue_manager = queue_manager
         self.system = system
         self.clock = clock
         self.backfill = Backfill(backfill)
+        self.window = check_window(window)
 
     def iterate(self) -> PassReport:
         report = PassReport()
@@ -77,6 +94,9 @@ class Scheduler:
         top_index = self._start_in_order(jobs, machine, now, report)
         if top_index is None or not machine.has_free_capacity():
             return report  # everyone started, or nothing else can start at this instant
+        if self.window > 1:
+            self._place_window(jobs[top_index:], machine, now, report)
+            return report
         top = jobs[top_index]
         rest = jobs[top_index + 1 :]
         cut = 0  # ranks are sorted, so the candidates are a prefix of the rest
@@ -114,6 +134,63 @@ class Scheduler:
             self._start(job, location, report)
         return None
 
+    def _place_window(
+        self, ranked: list[SchedulableJob], machine: Machine, now: float, report: PassReport
+    ) -> None:
+        """Steps 5-6 of seed 000 §3.3 from the top job on (see the module docstring)."""
+        window: list[SchedulableJob] = []
+        rest: list[SchedulableJob] = []
+        for job in ranked:
+            if len(window) < self.window and machine.allocation_size(job.size) is not None:
+                window.append(job)
+            else:
+                rest.append(job)
+        planner = machine.planner(now)
+        for job in self._least_makespan_order(window, machine, now):
+            location = planner.location_now(job.size, job.wall_time)
+            if location is not None:
+                if self._start(job, location, report):
+                    planner.commit(location, job.wall_time)
+                continue
+            start, where = planner.reserve_earliest(job.size, job.wall_time)
+            report.reserved.append((job.jobid, where, start))
+        if report.reserved:
+            report.drain = report.reserved[0]
+        if self.backfill is Backfill.EASY:
+            self._backfill_easy(rest, machine, planner, report)
+        elif self.backfill is Backfill.CONSERVATIVE:
+            self._backfill_conservative(rest, machine, planner, report)
+
+    @staticmethod
+    def _least_makespan_order(
+        window: list[SchedulableJob], machine: Machine, now: float
+    ) -> tuple[SchedulableJob, ...]:
+        """The order of `window` whose greedy plan ends its last job first; rank order on ties.
+
+        No order can end before `lower`, the latest of the jobs' ends each planned alone; the
+        search stops when an order reaches it (most often the rank order, tried first). An order
+        is abandoned as soon as one of its jobs ends no earlier than the best makespan so far:
+        the makespan only grows as jobs are added.
+        """
+        base = machine.planner(now)
+        lower = max(_planned_end(base.copy(), job, now) for job in window)
+        best: tuple[SchedulableJob, ...] = tuple(window)
+        best_makespan = float("inf")
+        for order in permutations(window):
+            planner = base.copy()
+            makespan = now
+            for job in order:
+                end = _planned_end(planner, job, now)
+                if end > makespan:
+                    makespan = end
+                if makespan >= best_makespan:
+                    break
+            else:
+                best, best_makespan = order, makespan
+                if makespan <= lower:
+                    break
+        return best
+
     def _backfill_easy(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
     ) -> None:
@@ -141,3 +218,18 @@ class Scheduler:
             return False
         report.started.append((job.jobid, location))
         return True
+
+
+def _planned_end(planner: Planner, job: SchedulableJob, now: float) -> float:
+    """Place `job` greedily on the what-if `planner` (start now, else its earliest place)."""
+    if planner.plan_now(job.size, job.wall_time):
+        return now + job.wall_time
+    return planner.reserve_earliest(job.size, job.wall_time)[0] + job.wall_time
+
+
+def check_window(window: int) -> int:
+    """`window` if it is an allocation window the scheduler can use, else ValueError saying why."""
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_WINDOW:
+        raise ValueError(f"allocation window W must be a whole number from 1 to {MAX_WINDOW}, "
+                         f"got {window!r}")
+    return window

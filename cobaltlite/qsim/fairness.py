@@ -1,0 +1,178 @@
+"""Fair start time and unfair jobs (seed 000 §4.2, after Sabin et al.), from a replay's records.
+
+A job's fair start time (FST) is the start it would get under the policy in force at its
+submission if no job arrived after it. Two ways to compute it (docs/metric-aware.md, "Fair start
+time"); every table says which one it used:
+
+* ``replay`` (the definition): fork the replay at the job's submission (the jobs running then
+  keep their places and end when they really ended; the jobs queued then, the job included, wait)
+  and run the real `Scheduler` with that instant's policy, backfilling and window, with no
+  arrivals, until the job starts. A job that really started before the next arrival (with the
+  same settings still in force) needs no fork: up to that arrival the fork and the replay are the
+  same run, so its FST is its start.
+* ``estimate`` (cheaper): one plan at the submission instant. The running jobs end at their
+  requested times; the queued jobs, in the policy's rank order at that instant, each start now if
+  they fit or reserve their earliest place (conservative backfilling's plan); the job's place in
+  that plan is its FST. It ignores the window and the real run times.
+
+A job is unfair when it started more than `TOLERANCE` seconds after its FST. Queued and running
+are read from the outcomes with Qsim's event order: at one instant, ends come first, then
+submissions in (submit, jobid) order, then the pass; so at job j's submission the running jobs
+are those with start < t < end, the queued ones those submitted no later than j (in that order)
+with start >= t.
+
+This module serves any study that needs the FST (seed 001 later): it needs only the outcomes, an
+empty machine of the replay's kind and the settings in force over time.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from cobaltlite.machine.model import Machine
+from cobaltlite.policy.utility import PassInputs, UtilityFunction
+from cobaltlite.qsim.engine import Qsim, SimJob
+from cobaltlite.qsim.outcome import JobOutcome
+from cobaltlite.scheduler.scheduler import Backfill
+
+FairStartMethod = Literal["replay", "estimate"]
+FAIR_START_METHODS: tuple[str, ...] = ("replay", "estimate")
+TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What decided the schedule at one instant."""
+
+    policy: UtilityFunction
+    window: int
+
+
+SettingsAt = Callable[[float], Settings]
+
+
+class _Started(Exception):
+    """Raised inside a forked replay the moment the job it is about starts."""
+
+
+class _Fork(Qsim):
+    target = -1
+
+    def start_job(self, jobid: int, location: str) -> bool:
+        started = super().start_job(jobid, location)
+        if started and jobid == self.target:
+            raise _Started
+        return started
+
+
+def fair_start_times(
+    outcomes: Sequence[JobOutcome],
+    machine: Machine,
+    backfill: Backfill,
+    settings_at: SettingsAt,
+    method: FairStartMethod = "replay",
+) -> dict[int, float]:
+    """{jobid: fair start time} for every outcome. `machine` must hold nothing; it is reused
+    for every fork and left empty."""
+    fair: dict[int, float] = {}
+    arrivals = sorted((o.submit_time, o.jobid) for o in outcomes)
+    next_arrival = {jobid: arrivals[i + 1][0] if i + 1 < len(arrivals) else float("inf")
+                    for i, (_, jobid) in enumerate(arrivals)}
+    for target, t, running, queued in _states_at_submission(outcomes):
+        settings = settings_at(t)
+        if (method == "replay" and target.start_time < next_arrival[target.jobid]
+                and settings_at(target.start_time) is settings):
+            # Until the next arrival the fork and the replay are the same run (same state, same
+            # events, same settings), so a job that started before it started at its FST.
+            fair[target.jobid] = target.start_time
+            continue
+        try:
+            if method == "replay":
+                fair[target.jobid] = _forked_start(target, t, running, queued, machine, backfill,
+                                                   settings)
+            else:
+                fair[target.jobid] = _planned_start(target, t, running, queued, machine,
+                                                    settings.policy)
+        finally:
+            for jobid in list(machine.held_by()):
+                machine.release(jobid)
+    return fair
+
+
+def unfair_jobs(outcomes: Sequence[JobOutcome], fair: dict[int, float]) -> int:
+    """How many jobs started later than their fair start time."""
+    return sum(1 for o in outcomes if o.start_time > fair[o.jobid] + TOLERANCE)
+
+
+def _states_at_submission(
+    outcomes: Sequence[JobOutcome],
+) -> Iterator[tuple[JobOutcome, float, list[JobOutcome], list[JobOutcome]]]:
+    """(job, its submit time, running then, queued then incl. the job) in submission order."""
+    by_submit = sorted(outcomes, key=lambda o: (o.submit_time, o.jobid))
+    by_start = sorted(outcomes, key=lambda o: (o.start_time, o.jobid))
+    running: dict[int, JobOutcome] = {}
+    ends: list[tuple[float, int]] = []
+    queued: dict[int, JobOutcome] = {}
+    started_i = 0
+    for job in by_submit:
+        t = job.submit_time
+        queued[job.jobid] = job
+        while started_i < len(by_start) and by_start[started_i].start_time < t:
+            done = by_start[started_i]
+            started_i += 1
+            queued.pop(done.jobid, None)
+            running[done.jobid] = done
+            heapq.heappush(ends, (done.end_time, done.jobid))
+        while ends and ends[0][0] <= t:
+            running.pop(heapq.heappop(ends)[1], None)
+        yield job, t, list(running.values()), list(queued.values())
+
+
+def _sim_job(o: JobOutcome) -> SimJob:
+    return SimJob(jobid=o.jobid, size=o.nodes, wall_time=o.requested_time, run_time=o.run_time,
+                  submit_time=o.submit_time, user_name=o.user, project=o.project, queue=o.queue,
+                  start_time=o.start_time, location=o.location)
+
+
+def _forked_start(target: JobOutcome, t: float, running: list[JobOutcome],
+                  queued: list[JobOutcome], machine: Machine, backfill: Backfill,
+                  settings: Settings) -> float:
+    fork = _Fork([], machine, settings.policy, backfill, window=settings.window)
+    fork.target = target.jobid
+    waiting = []
+    for o in queued:
+        job = _sim_job(o)
+        job.start_time, job.location = -1.0, ""
+        waiting.append(job)
+    fork.resume(t, [_sim_job(o) for o in running], waiting)
+    try:
+        fork.scheduler.iterate()
+        fork.run()
+    except _Started:
+        return fork.clock.now()
+    raise AssertionError(f"job {target.jobid} never started in its forked replay")
+
+
+def _planned_start(target: JobOutcome, t: float, running: list[JobOutcome],
+                   queued: list[JobOutcome], machine: Machine, policy: UtilityFunction) -> float:
+    for o in running:
+        machine.allocate(o.location, o.jobid, o.start_time + o.requested_time)
+    jobs = [_sim_job(o) for o in queued]
+    for job in jobs:
+        job.queued_time = t - job.submit_time
+    policy.score_jobs(jobs, PassInputs(now=t, machine_size=machine.total_nodes,
+                                       n_s=machine.min_block_size))
+    jobs.sort(key=lambda j: j.jobid)
+    jobs.sort(key=lambda j: j.score, reverse=True)
+    planner = machine.planner(t)
+    for job in jobs:
+        if planner.plan_now(job.size, job.wall_time):
+            start = t
+        else:
+            start = planner.reserve_earliest(job.size, job.wall_time)[0]
+        if job.jobid == target.jobid:
+            return start
+    raise AssertionError(f"job {target.jobid} is not in its own queue")
