@@ -17,7 +17,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -84,16 +83,16 @@ def sleeper(instance: Instance, nodes: int = 512) -> int:
     return instance.qsub("-n", str(nodes), "-t", "10", "/bin/sleep", "300")
 
 
-@contextmanager
-def postgres_instance(**settings: Any) -> Iterator[Instance]:
-    """An instance whose queue manager keeps its jobs in a fresh PostgreSQL database."""
+@pytest.fixture
+def postgres_instance() -> Iterator[Instance]:
+    """An instance whose queue manager keeps its jobs in a fresh PostgreSQL database: the
+    resubmission writes the queue manager's store as no other change does."""
     name = f"cltest_{uuid.uuid4().hex[:12]}"
     with postgres_admin_connection() as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     url = make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
     try:
-        running = Instance(machine="bgp-2rack", database=url,
-                           settings=settings).start_retrying()
+        running = Instance(machine="bgp-2rack", database=url).start_retrying()
         try:
             yield running
         finally:
@@ -103,13 +102,9 @@ def postgres_instance(**settings: Any) -> Iterator[Instance]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_fail_kills_the_job_resubmits_it_and_skips_the_block_until_unfail() -> None:
-    # On PostgreSQL: the resubmission writes the queue manager's store as no other change does.
-    with postgres_instance() as instance:
-        _fail_resubmit_unfail(instance)
-
-
-def _fail_resubmit_unfail(instance: Instance) -> None:
+def test_fail_kills_the_job_resubmits_it_and_skips_the_block_until_unfail(
+        postgres_instance: Instance) -> None:
+    instance = postgres_instance
     jobid = sleeper(instance)
     job = instance.wait_for(jobid, {"running"})
     assert job["location"] == FIRST_512
