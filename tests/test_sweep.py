@@ -225,3 +225,16 @@ def test_the_grid_expands_to_every_combination_once_with_stable_ids(
     assert len(first.configs) == len(combos) == expected
     assert [c.replay_id for c in first.configs] == [c.replay_id for c in again.configs]
     assert len({c.replay_id for c in first.configs}) == expected
+
+
+def test_a_plain_replay_never_imports_dask_pyarrow_or_matplotlib() -> None:
+    """`qsim --trace ...` and `qsim --help` start as fast as before the subcommands existed."""
+    probe = ("import sys\nfrom cobaltlite.qsim import cli\ncli.main(['--trace', sys.argv[1], "
+             "'--end', '100000', '--machine', 'flat:256', '-q'])\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "{'dask', 'distributed', 'pyarrow', 'matplotlib'} "
+             "or m.startswith('cobaltlite.experiments')))")
+    ran = subprocess.run([sys.executable, "-c", probe, str(LUBLIN)], capture_output=True,
+                         text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[-1] == "[]"

@@ -69,8 +69,8 @@ def write_report(directory: Path, out: Path, *, gantt_hours: float = 48.0) -> Pa
     """Write out/index.html and its PNGs; returns the page's path."""
     rows, info = _sweep(directory)
     compared = _compared_replays(directory, rows, info)
-    out.mkdir(parents=True, exist_ok=True)
     jobs = {replay.label: read_jobs(replay) for replay in compared}
+    out.mkdir(parents=True, exist_ok=True)  # only once every input has been read
     sections: list[str] = []
     figures: list[tuple[str, str, str]] = []   # (section, file, caption)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import itertools
 import json
@@ -42,9 +43,7 @@ import yaml
 
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.machine.catalog import load_description
-from cobaltlite.policy.loader import compile_file
-from cobaltlite.policy.utility import UtilityFunction, builtin_policy
-from cobaltlite.qsim.replay import ReplaySettings
+from cobaltlite.qsim.replay import ReplaySettings, policy_named
 
 TOP_KEYS = ("name", "description", "traces", "machines", "policies", "backfill", "grid",
             "repetitions")
@@ -72,18 +71,6 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ReplaySettings)
 
 class ExperimentError(InputError):
     """The experiment file is wrong; the message names the file and the key."""
-
-
-def policy_named(
-    name: str, options: Mapping[str, Any], utility_file: Path | None
-) -> UtilityFunction:
-    """A function of `utility_file` when it has one of that name, else a builtin (as qsim's
-    --policy and --utility-file choose)."""
-    if utility_file is not None:
-        site = compile_file(utility_file, {name: options} if options else None).functions
-        if name in site:
-            return site[name]
-    return builtin_policy(name, options)
 
 
 @dataclass(frozen=True)
@@ -140,7 +127,7 @@ class Experiment:
     configs: tuple[ReplayConfig, ...]
     parameter_names: tuple[str, ...]   # every policy parameter the experiment sets
 
-    @property
+    @functools.cached_property
     def swept(self) -> tuple[str, ...]:
         """The configuration columns that take more than one value: the axes of the plots."""
         rows = [c.columns(self.parameter_names) for c in self.configs]
@@ -385,6 +372,10 @@ class _Reader:
                 return option(value)
             except ValueError:
                 return _NO
+        container = typing.get_origin(option)
+        if container in (list, dict):
+            # A list or mapping setting: one value is written as [[...]] (a plain list is an axis).
+            return value if isinstance(value, container) else _NO
         if isinstance(option, type):
             # A structured setting (a class of its own): only a value of that class would do,
             # and YAML cannot write one, so say so now rather than fail in every replay.

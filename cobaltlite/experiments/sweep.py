@@ -54,14 +54,15 @@ from cobaltlite.traces.model import TraceReadResult
 TABLE_FORMATS = ("parquet", "csv")
 SWEEP_INFO = "sweep.json"
 """Beside the results: the experiment's name and its swept columns (what `qsim report` plots)."""
-# Settings that act after the trace is read (select_window, the scheduler, the metrics, the
-# machine's allocation cost and its failures): replays differing only in these share one read.
-# Any other setting, including one added later, is part of the reading's key: a new field costs
-# at worst one more read, never a reading shared by replays that should differ.
+# Settings that act after the trace is read (select_window, the scheduler and its window, the
+# metrics, tuning, the machine's allocation cost and its failures): replays differing only in
+# these share one read. Any other setting, a field added later included, is part of the
+# reading's key: it costs at worst one more read, never one reading shared by replays that
+# should read differently.
 _AFTER_READING = frozenset((
     *WINDOW_FIELDS, "backfill", "slowdown_bound", "alpha", "beta", "failure_log", "mtbf_hours",
     "weibull_scale", "weibull_shape", "failure_seed", "repair_time", "predictor", "sensitivity",
-    "specificity",
+    "specificity", "window", "tuning", "fair_start",
 ))
 _SUMMARY_COUNTS = ("jobs_skipped_reading", "jobs_skipped_unplaceable", "scheduling_passes")
 
@@ -166,8 +167,9 @@ def _run_pending(client: Any, experiment: Experiment, pending: list[ReplayConfig
     run = uuid.uuid4().hex[:8]  # task keys unique to this run, even on a long-lived cluster
     readings: dict[str, Any] = {}
     tasks: dict[Any, ReplayConfig] = {}
+    descriptions: dict[tuple[str, str | None], Any] = {}
     for config in pending:
-        ppn, key = _reading(config)
+        ppn, key = _reading(config, descriptions)
         if key not in readings:
             readings[key] = client.submit(read_shared_trace, config, ppn, pure=False,
                                           key=f"read-{config.trace}-{len(readings)}-{run}")
@@ -201,11 +203,16 @@ def _run_pending(client: Any, experiment: Experiment, pending: list[ReplayConfig
             client.cancel(list(tasks))
 
 
-def _reading(config: ReplayConfig) -> tuple[int, str]:
-    """(processors per node, the key of the trace reading this replay can share)."""
+def _reading(config: ReplayConfig, descriptions: dict[tuple[str, str | None], Any]
+             ) -> tuple[int, str]:
+    """(processors per node, the key of the trace reading this replay can share);
+    `descriptions` keeps each machine loaded once (the Intrepid table takes a while)."""
     settings = config.replay_settings(None)
-    ppn = processors_per_node(settings, load_description(settings.machine,
-                                                         schedulable=settings.schedulable))
+    machine = (settings.machine, settings.schedulable)
+    if machine not in descriptions:
+        descriptions[machine] = load_description(settings.machine,
+                                                 schedulable=settings.schedulable)
+    ppn = processors_per_node(settings, descriptions[machine])
     fields = {k: str(v) for k, v in config.settings if k not in _AFTER_READING}
     return ppn, json.dumps([ppn, fields], sort_keys=True)
 

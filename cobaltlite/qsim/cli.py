@@ -15,15 +15,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.faults.predictor import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
 from cobaltlite.jobs.queues import load_queue_config
-from cobaltlite.policy.loader import compile_file
-from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction, builtin_policy
+from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction
 from cobaltlite.qsim.fairness import FAIR_START_METHODS
 from cobaltlite.qsim.metrics import (
     metrics_markdown,
     print_comparison,
     print_metrics,
 )
-from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, replay
+from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, policy_named, replay
 from cobaltlite.scheduler.scheduler import MAX_WINDOW, Backfill, check_window
 from cobaltlite.tuning.scheme import (
     EXAMPLE_SCHEMES,
@@ -347,13 +346,7 @@ def _progress_factory(console: Console) -> tuple[Progress, Callable[[int], Calla
 
 
 def _policy(name: str, args: argparse.Namespace) -> UtilityFunction:
-    """A function of --utility-file when it has one of that name, else a builtin."""
-    options = dict(args.policy_param)
-    if args.utility_file is not None:
-        site = compile_file(args.utility_file, {name: options} if options else None).functions
-        if name in site:
-            return site[name]
-    return builtin_policy(name, options)
+    return policy_named(name, dict(args.policy_param), args.utility_file)
 
 
 SUBCOMMANDS = ("sweep", "report")

@@ -10,7 +10,7 @@ import copy
 import dataclasses
 import gzip
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,8 @@ from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
-from cobaltlite.policy.utility import UtilityFunction
+from cobaltlite.policy.loader import compile_file
+from cobaltlite.policy.utility import UtilityFunction, builtin_policy
 from cobaltlite.qsim.engine import DEFAULT_REPAIR_TIME, Qsim, ReplayResult
 from cobaltlite.qsim.fairness import Settings as FairnessSettings
 from cobaltlite.qsim.fairness import SettingsAt, fair_start_times
@@ -149,6 +150,18 @@ class ReplayReport:
                                                             s.weibull_shape)
         return {**source, "repair_time": s.repair_time, "predictor": s.predictor,
                 "sensitivity": s.sensitivity, "specificity": s.specificity}
+
+
+def policy_named(
+    name: str, options: Mapping[str, Any], utility_file: Path | None
+) -> UtilityFunction:
+    """A function of `utility_file` when it has one of that name, else a builtin: what qsim's
+    --policy/--utility-file and an experiment file's policies name."""
+    if utility_file is not None:
+        site = compile_file(utility_file, {name: options} if options else None).functions
+        if name in site:
+            return site[name]
+    return builtin_policy(name, options)
 
 
 def detect_format(path: Path) -> str:
