@@ -119,6 +119,25 @@ def test_new_qsub_options_are_kept_and_shown(instance: Instance) -> None:
     instance.command("qdel", str(jobid))
 
 
+def test_the_input_file_is_the_jobs_stdin(instance: Instance) -> None:
+    workdir = instance.jobs_dir / "stdin"
+    workdir.mkdir(exist_ok=True)
+    (workdir / "input.txt").write_text("line one\nline two\n")
+    jobid = instance.qsub("-n", "1", "-t", "5", "-d", str(workdir), "-i", "input.txt", "/bin/cat")
+    done = instance.wait_for(jobid, {"done"}, timeout=30)
+    assert done["exit_status"] == 0
+    assert (workdir / f"{jobid}.output").read_text() == "line one\nline two\n"
+    # An input file that is gone by the start fails the start and says why.
+    (workdir / "gone.txt").write_text("")
+    held = instance.qsub("-h", "-n", "1", "-t", "5", "-d", str(workdir), "-i", "gone.txt",
+                         "/bin/cat")
+    (workdir / "gone.txt").unlink()
+    instance.command("qrls", str(held))
+    instance.wait_for(held, {"done"}, timeout=30)
+    assert f"cannot open input file {workdir / 'gone.txt'}" in (
+        workdir / f"{held}.error").read_text()
+
+
 def test_bad_qsub_options_exit_non_zero_and_submit_nothing(instance: Instance) -> None:
     before = instance.command("qstat").stdout
     for argv, status, message in (

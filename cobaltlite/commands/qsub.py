@@ -87,8 +87,7 @@ def build_parser() -> CommandParser:
     add("-d", "--cwd", metavar="DIR",
         help="working directory of the job (default: the current one)")
     add("-i", "--inputfile", metavar="FILE",
-        help="input file for the job (stored and shown by qstat -f -l; the job's stdin is "
-             "still /dev/null)")
+        help="the job's stdin, opened as you when the job starts (default: /dev/null)")
     add("-u", "--umask", metavar="OCTAL", help=f"umask of the job (default: {DEFAULT_UMASK})")
     add("--env", action="append", default=[], metavar="K=V[:K2=V2]",
         help="environment variables for the job; escape ':' and '=' in values as '\\:' and "

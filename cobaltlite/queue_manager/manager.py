@@ -257,6 +257,9 @@ class QueueManager:
         for key in ("command", "cwd", "outputpath", "errorpath", "cobaltlog"):
             if not isinstance(job[key], str) or not job[key].startswith("/"):
                 raise SubmissionError(f"{key} {job[key]!r} must be an absolute path")
+        if job["inputfile"] and not (isinstance(job["inputfile"], str)
+                                     and job["inputfile"].startswith("/")):
+            raise SubmissionError(f"inputfile {job['inputfile']!r} must be an absolute path")
         for dep in job["dependencies"]:
             if not isinstance(dep, int) or isinstance(dep, bool) or not 0 < dep <= lim.MAX_JOBID:
                 raise SubmissionError(f"dependency {dep!r} is not a job id "
@@ -1176,5 +1179,5 @@ def _check_text_and_sizes(job: Mapping[str, Any]) -> None:
 
 def _launch_spec(job: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("jobid", "uid", "gid", "user", "command", "args", "cwd", "env", "umask",
-            "outputpath", "errorpath", "cobaltlog", "walltime", "nodes")
+            "outputpath", "errorpath", "inputfile", "cobaltlog", "walltime", "nodes")
     return {key: job[key] for key in keys}

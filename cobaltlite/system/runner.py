@@ -148,6 +148,21 @@ def _open_output(path: str, what: str) -> tuple[int | None, str]:
         return None, f"cannot open {what} file {path}: {exc.strerror}"
 
 
+def _open_input(path: str, outputs: tuple[int, int]) -> int:
+    """The job's stdin (qsub -i), opened as the user. O_NONBLOCK so that a FIFO without a writer
+    cannot hang the start; the job then reads it blocking, as from any file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        message = f"cannot open input file {path}: {exc.strerror}"
+        for out in outputs:
+            with contextlib.suppress(OSError):
+                os.write(out, f"cobaltlite: cannot start job: {message}\n".encode())
+        raise OSError(message) from None
+    os.set_blocking(fd, True)
+    return fd
+
+
 def _exec_job(spec: dict[str, Any], go: int, failed: int) -> None:
     """In the forked child: wait for the runner's go on pipe `go`, become the user, open the
     output files as the user, exec. Why the job could not start goes to pipe `failed`, for the
@@ -183,8 +198,7 @@ def _exec_job(spec: dict[str, Any], go: int, failed: int) -> None:
                     with contextlib.suppress(OSError):
                         os.write(fd, f"cobaltlite: cannot start job: {message}\n".encode())
             raise OSError(message)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
+        os.dup2(_open_input(spec.get("inputfile") or os.devnull, (out, err)), 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
         env = dict(spec["env"])
