@@ -270,7 +270,7 @@ def _machine() -> Any:
     ("R00-M0 high", "P_f 'high' is not a number"),
     ("R00-M0 -0.1", "P_f -0.1 must be a number from 0 to 1"),
     ("R00-M0 0.5 2026-11-23T18:00:00Z", "found 3 fields"),
-    ("R00-M0 0.5 tomorrow 2026-11-23T18:00:00Z", "time 'tomorrow' is neither ISO 8601"),
+    ("R00-M0 0.5 tomorrow 2026-11-23T18:00:00Z", "'tomorrow' is neither epoch seconds nor ISO"),
     ("R00-M0 0.5 2000 1000", "UNTIL 1000 is not after FROM 2000"),
 ])
 def test_a_malformed_forecast_names_file_line_and_value(tmp_path: Any, line: str,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from cobaltlite.argtypes import positive_int
 from cobaltlite.errors import CobaltliteError
 
 SWEEP_EPILOG = """\
@@ -29,16 +30,6 @@ The page (DIR/report/index.html unless --out) is plain HTML with PNG figures, no
 """
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
-    return value
-
-
 def sweep_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qsim sweep",
@@ -53,7 +44,7 @@ def sweep_parser() -> argparse.ArgumentParser:
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a "
                         "LocalCluster on this machine)")
-    parser.add_argument("--workers", type=_positive_int, metavar="N",
+    parser.add_argument("--workers", type=positive_int, metavar="N",
                         help="LocalCluster worker processes (default: one per CPU)")
     parser.add_argument("--table", default="parquet", choices=("parquet", "csv"),
                         help="format of the results table (default: parquet)")

@@ -35,7 +35,7 @@ import types
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ import yaml
 
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.machine.catalog import load_description
+from cobaltlite.moments import utc_timestamp
 from cobaltlite.qsim.replay import ReplaySettings, policy_named
 
 TOP_KEYS = ("name", "description", "traces", "machines", "policies", "backfill", "grid",
@@ -400,4 +401,4 @@ def _epoch(value: Any) -> Any:
         value = datetime(value.year, value.month, value.day)
     if not isinstance(value, datetime):
         return _NO
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+    return utc_timestamp(value)

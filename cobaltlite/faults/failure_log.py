@@ -21,13 +21,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 from cobaltlite.accounting import read_failure_records
 from cobaltlite.errors import InputError, MachineError
 from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.machine.model import Machine
+from cobaltlite.moments import parse_moment
 
 _JOB_LOG_LINE = re.compile(r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d;")
 """How an accounting record starts (`MM/DD/YYYY HH:MM:SS;`): the file is a job log."""
@@ -75,16 +75,9 @@ def _entries(path: Path, text: str) -> Iterator[tuple[str, float, str]]:
 
 def _time(text: str, where: str) -> float:
     try:
-        value = float(text)
-    except ValueError:
-        try:
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            raise InputError(f"{where}: time {text!r} is neither epoch seconds nor an ISO "
-                             "date-time such as 2009-01-09T06:30:00") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        value = moment.timestamp()
+        value = parse_moment(text)
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
     if not math.isfinite(value) or value < 0:
         raise InputError(f"{where}: time {text!r} must be zero or more seconds since the epoch")
     return value

@@ -6,12 +6,12 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from cobaltlite.argtypes import moment, positive_float, positive_int
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.faults.predictor import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
 from cobaltlite.jobs.queues import load_queue_config
@@ -53,44 +53,6 @@ again by qsim) and DIR/summary.json (settings and metrics); with several policie
 DIR/POLICY/accounting.log and DIR/POLICY/summary.json for each. The metrics table goes to
 stdout. qsim exits 1 when no job was replayed.
 """
-
-
-def _date(text: str) -> float:
-    """Accept epoch seconds or an ISO date/time (UTC unless it says otherwise)."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither epoch seconds nor an ISO date such as 2009-01-05 or "
-            "2009-01-05T06:00:00"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
-    return value
 
 
 def _window(text: str) -> int:
@@ -237,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--procs-per-node",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="SWF processors per node (default: the flat machine's PPN, 4 on Blue Gene/P)",
     )
@@ -251,16 +213,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--start",
-        type=_date,
+        type=moment,
         metavar="DATE",
         help="replay only jobs submitted at or after DATE (epoch or ISO, UTC)",
     )
     parser.add_argument(
-        "--end", type=_date, metavar="DATE", help="replay only jobs submitted before DATE"
+        "--end", type=moment, metavar="DATE", help="replay only jobs submitted before DATE"
     )
     parser.add_argument(
         "--arrival-scale",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         metavar="F",
         help="multiply the gaps between arrivals by F (<1 = heavier load)",
@@ -272,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--slowdown-bound",
-        type=_positive_float,
+        type=positive_float,
         default=10.0,
         metavar="SECONDS",
         help="run-time bound of bounded slowdown (default: 10)",
@@ -287,17 +249,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="weight of P_f (failure chance) in the allocation cost (default: 1)")
     source = faults.add_mutually_exclusive_group()
     source.add_argument(
-        "--mtbf", dest="mtbf_hours", type=_positive_float, metavar="HOURS",
+        "--mtbf", dest="mtbf_hours", type=positive_float, metavar="HOURS",
         help="Weibull failures per failure unit (BG/P midplane, flat node) giving this system "
         "MTBF; the paper's range is 4 to 20")
     source.add_argument(
-        "--weibull-scale", type=_positive_float, metavar="SECONDS",
+        "--weibull-scale", type=positive_float, metavar="SECONDS",
         help="Weibull failures with this per-unit scale λ (paper: 1e6 to 6e6)")
     source.add_argument(
         "--failure-log", type=Path, metavar="FILE",
         help="replay the failures of FILE: lines 'TIME COMPONENT' (docs/fault-aware.md)")
     faults.add_argument(
-        "--weibull-shape", type=_positive_float, default=1.0, metavar="K",
+        "--weibull-shape", type=positive_float, default=1.0, metavar="K",
         help="Weibull shape k (default: 1, the paper's; exponential gaps)")
     faults.add_argument(
         "--failure-seed", type=_whole_number, default=1, metavar="N",

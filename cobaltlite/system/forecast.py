@@ -24,7 +24,6 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from cobaltlite.errors import InputError, MachineError
 from cobaltlite.machine.bits import ranges_to_mask
 from cobaltlite.machine.description import FlatDescription
 from cobaltlite.machine.model import FailureChance, Machine, NoFailures
+from cobaltlite.moments import parse_moment
 
 log = structlog.get_logger("system")
 
@@ -118,21 +118,6 @@ def _combined(windows: Sequence[Window], start: float, end: float) -> float:
     return 1.0 - survive
 
 
-def _parse_time(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"time {text!r} is neither ISO 8601 (2026-11-23T18:00:00Z) nor "
-                         "Unix seconds") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
-
-
 def _entry(machine: Machine, component: Any, chance: Any, valid_from: Any = None,
            valid_until: Any = None) -> ForecastEntry:
     """One checked entry; ValueError says what is wrong with which value."""
@@ -157,7 +142,7 @@ def _entry(machine: Machine, component: Any, chance: Any, valid_from: Any = None
     times = []
     for value in (valid_from, valid_until):
         if isinstance(value, str):
-            value = _parse_time(value)
+            value = parse_moment(value)
         if isinstance(value, bool) or not isinstance(value, int | float) \
                 or not math.isfinite(value):
             raise ValueError(f"time {value!r} must be ISO 8601 or Unix seconds")
