@@ -398,11 +398,9 @@ class QueueManager:
                extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Apply one state-machine event to a job the caller may touch; one result line."""
         with self._lock:
-            job = self.store.job(jobid)
+            job, not_yours = self._job_for(caller, jobid, verb)
             if job is None:
-                return _failed(jobid, verb, "job not found")
-            if not self._may_touch(caller, job):
-                return _failed(jobid, verb, f"job belongs to {job['user']}, not to {caller.user}")
+                return not_yours
             status = self._job_status(job)
             try:
                 outcome = event(status)
@@ -438,11 +436,9 @@ class QueueManager:
                    changes: Mapping[str, Any]) -> dict[str, Any]:
         verb = "alter job {}"
         with self._lock:
-            job = self.store.job(jobid)
+            job, not_yours = self._job_for(caller, jobid, verb)
             if job is None:
-                return _failed(jobid, verb, "job not found")
-            if not self._may_touch(caller, job):
-                return _failed(jobid, verb, f"job belongs to {job['user']}, not to {caller.user}")
+                return not_yours
             if job["state"] == states.DONE:
                 return _failed(jobid, verb, "has already completed")
             if job["state"] != states.QUEUED:
@@ -508,11 +504,9 @@ class QueueManager:
     def _move_one(self, caller: Caller, jobid: int, queue: Mapping[str, Any]) -> dict[str, Any]:
         verb = "move job {} to queue '" + queue["name"] + "'"
         with self._lock:
-            job = self.store.job(jobid)
+            job, not_yours = self._job_for(caller, jobid, verb)
             if job is None:
-                return _failed(jobid, verb, "job not found")
-            if not self._may_touch(caller, job):
-                return _failed(jobid, verb, f"job belongs to {job['user']}, not to {caller.user}")
+                return not_yours
             if job["state"] == states.DONE:
                 return _failed(jobid, verb, "has already completed")
             if job["state"] != states.QUEUED:
@@ -614,6 +608,16 @@ class QueueManager:
             raise ValueError(f"The new jobid must be greater than the next jobid "
                              f"({self.store.last_jobid() + 1})")
         log.info("next job id set", jobid=jobid, by=caller.user)
+
+    def _job_for(self, caller: Caller, jobid: int, verb: str
+                 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """The job when it exists and the caller may change it, else (None, the refusal)."""
+        job = self.store.job(jobid)
+        if job is None:
+            return None, _failed(jobid, verb, "job not found")
+        if not self._may_touch(caller, job):
+            return None, _failed(jobid, verb, f"job belongs to {job['user']}, not to {caller.user}")
+        return job, {}
 
     def _may_touch(self, caller: Caller, job: Mapping[str, Any]) -> bool:
         return caller.is_admin or caller.user in job["user_list"]
