@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,15 @@ class Instance:
             if time.monotonic() > deadline:
                 raise AssertionError(f"job {jobid} stayed {job['state']}, wanted {states}")
             time.sleep(0.2)
+
+
+def until(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
+    """Wait for `condition()` to be true (a file, a state) and return it; fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(every)

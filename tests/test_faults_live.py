@@ -16,14 +16,14 @@ import json
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from live import POSTGRES_URL, Instance, postgres_admin_connection
+from live import POSTGRES_URL, Instance, postgres_admin_connection, until
 from sqlalchemy.engine import make_url
 from unix_users import ADMINS, ALICE, BOB, as_account, ensure_test_users
 
@@ -32,16 +32,6 @@ from cobaltlite.rpc.client import connect
 FIRST_512 = "ANL-R00-M0-512"
 FAILURE_END = "component failure"
 
-
-def until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def partitions(instance: Instance) -> dict[str, dict[str, str]]:

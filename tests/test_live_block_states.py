@@ -26,12 +26,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from live import Instance
+from live import Instance, until
 
 from cobaltlite.clock import WallClock
 from cobaltlite.config import load_config
@@ -44,17 +44,6 @@ KILL_GRACE = 3.0
 PR_SET_CHILD_SUBREAPER = 36
 LEFTOVER = "(trap '' TERM; exec sleep 300) &\necho $! > {pidfile}\n"
 
-
-def until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Wait for an event (a file, a state) to happen; fail with `what` if it does not."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def script(path: Path, body: str) -> Path:
