@@ -35,7 +35,8 @@ from cobaltlite.qsim.replay import ReplaySettings, replay
 from cobaltlite.scheduler.scheduler import Backfill
 
 REPO = Path(__file__).resolve().parents[2]
-TRACE = Path("/work/shared/traces/intrepid-2009-first3000.6col.txt.gz")
+# The shared material sits beside the repository (README, "Layout").
+TRACE = REPO.parent / "shared" / "traces" / "intrepid-2009-first3000.6col.txt.gz"
 POLICIES = ("wfp3", "fcfs")
 SCALES = (1e6, 2e6, 3e6, 4e6, 5e6, 6e6)  # seed 003 §VI-A3, per midplane
 MIDPLANES = 80

@@ -28,7 +28,7 @@ from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.tuning.scheme import example_scheme
 
 ROOT = Path(__file__).resolve().parents[2]
-TRACES = Path("/work/shared/traces")
+TRACES = ROOT.parent / "shared" / "traces"  # the shared material sits beside the repository
 BFS = (1.0, 0.75, 0.5, 0.25, 0.0)
 WINDOWS = (1, 2, 3, 4, 5)
 PLOT_HOURS = 200
