@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cobaltlite.machine.model import Machine
-from cobaltlite.policy.utility import PassInputs, UtilityFunction
+from cobaltlite.policy.utility import PassInputs, UtilityFunction, fcfs
 from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.qsim.outcome import JobOutcome
 from cobaltlite.scheduler.scheduler import Backfill
@@ -60,6 +60,41 @@ class _Started(Exception):
 
 class _Fork(Qsim):
     target = -1
+    by_submission = False
+    """Set by `_forked_start` when `_ranks_by_submission` holds: passes then see only the jobs
+    that can matter (`schedulable_jobs`)."""
+
+    def schedulable_jobs(self) -> list[SimJob]:
+        """The queue, scored; under `by_submission`, only the jobs that can matter to this pass.
+
+        Under `by_submission` the rank order is the queue's (submission) order at every pass, so
+        it is known without scoring. A job needs at least its size in idle nodes to start, and
+        idle nodes only shrink during a pass. So when no queued job fits, the pass starts
+        nothing and is skipped (a fork has no arrivals; a pass changes nothing but by starting
+        jobs). Otherwise, of the jobs that do not fit, only the first in rank order can be the
+        pass's top job (the one EASY protects); the others are tried only by the cut and the
+        backfill, which cannot place them, and W = 1 reserves nothing for them. Dropping them
+        changes no start; the jobs kept are scored as the full queue would score them (FCFS
+        reads no queue statistics)."""
+        if not self.by_submission:
+            return super().schedulable_jobs()
+        idle = self._machine.idle_nodes()
+        kept: list[SimJob] = []
+        blocked = False
+        for job in self._queue.values():
+            if job.size <= idle:
+                kept.append(job)
+            elif not blocked:
+                blocked = True
+                kept.append(job)
+        if len(kept) == blocked:
+            return []
+        now = self.clock.now()
+        for job in kept:
+            job.queued_time = now - job.submit_time
+        self._inputs.now = now
+        self.policy.score_jobs(kept, self._inputs)
+        return kept
 
     def start_job(self, jobid: int, location: str) -> bool:
         started = super().start_job(jobid, location)
@@ -142,6 +177,7 @@ def _forked_start(target: JobOutcome, t: float, running: list[JobOutcome],
                   settings: Settings) -> float:
     fork = _Fork([], machine, settings.policy, backfill, window=settings.window)
     fork.target = target.jobid
+    fork.by_submission = _ranks_by_submission(t, running, queued, machine, backfill, settings)
     waiting = []
     for o in queued:
         job = _sim_job(o)
@@ -154,6 +190,29 @@ def _forked_start(target: JobOutcome, t: float, running: list[JobOutcome],
     except _Started:
         return fork.clock.now()
     raise AssertionError(f"job {target.jobid} never started in its forked replay")
+
+
+def _ranks_by_submission(t: float, running: list[JobOutcome], queued: list[JobOutcome],
+                         machine: Machine, backfill: Backfill, settings: Settings) -> bool:
+    """True when a fork's passes may skip the jobs that cannot matter (`_Fork.schedulable_jobs`):
+    W = 1 with EASY or no backfilling, the built-in FCFS (score = queued time, no queue
+    statistics), every job placeable, and every time whole seconds below 2**52. Then
+    every queued time is computed exactly, so the scores rank the jobs by (submission, jobid) at
+    every pass: the queue's own order (`_states_at_submission` builds it in that order)."""
+    if (settings.window != 1 or backfill not in (Backfill.EASY, Backfill.NONE)
+            or settings.policy.function is not fcfs):
+        return False
+    limit = 2.0 ** 52
+    times = [t]
+    for o in running:
+        times += (o.start_time, o.end_time)
+    previous = (-limit, -1)
+    for o in queued:
+        if (o.submit_time, o.jobid) <= previous or machine.allocation_size(o.nodes) is None:
+            return False
+        previous = (o.submit_time, o.jobid)
+        times += (o.submit_time, o.requested_time, o.end_time - o.start_time)
+    return all(x.is_integer() and -limit < x < limit for x in map(float, times))
 
 
 def _planned_start(target: JobOutcome, t: float, running: list[JobOutcome],
