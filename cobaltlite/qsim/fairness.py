@@ -75,7 +75,8 @@ class _Fork(Qsim):
         pass's top job (the one EASY protects); the others are tried only by the cut and the
         backfill, which cannot place them, and W = 1 reserves nothing for them. Dropping them
         changes no start; the jobs kept are scored as the full queue would score them (FCFS
-        reads no queue statistics)."""
+        reads no queue statistics; its score and threshold are the queued time, set here
+        directly)."""
         if not self.by_submission:
             return super().schedulable_jobs()
         idle = self._machine.idle_nodes()
@@ -90,11 +91,30 @@ class _Fork(Qsim):
         if len(kept) == blocked:
             return []
         now = self.clock.now()
-        for job in kept:
-            job.queued_time = now - job.submit_time
-        self._inputs.now = now
-        self.policy.score_jobs(kept, self._inputs)
+        for job in kept:  # FCFS's score and threshold: the queued time (as score_jobs sets them)
+            job.queued_time = job.score = job.threshold = now - job.submit_time
         return kept
+
+    def run_to_target(self) -> float:
+        """Qsim.run's loop for a fork, until the target starts (`_Started`): a fork has no
+        arrivals, failures or hooks, so its events are the job ends, each followed by the pass;
+        an end only frees the job's place (no outcome, sample or load is kept for a fork)."""
+        ends, queue, running = self._ends, self._queue, self._running
+        machine, clock, iterate = self._machine, self.clock, self.scheduler.iterate
+        pop, release = heapq.heappop, machine.release
+        try:
+            while ends:
+                t = ends[0][0]
+                clock.advance_to(t)
+                while ends and ends[0][0] == t:
+                    jobid = pop(ends)[1]
+                    del running[jobid]
+                    release(jobid)
+                if queue and machine.has_free_capacity():
+                    iterate()
+        except _Started:
+            return clock.now()
+        raise AssertionError(f"job {self.target} never started in its forked replay")
 
     def start_job(self, jobid: int, location: str) -> bool:
         started = super().start_job(jobid, location)
@@ -186,10 +206,9 @@ def _forked_start(target: JobOutcome, t: float, running: list[JobOutcome],
     fork.resume(t, [_sim_job(o) for o in running], waiting)
     try:
         fork.scheduler.iterate()
-        fork.run()
     except _Started:
-        return fork.clock.now()
-    raise AssertionError(f"job {target.jobid} never started in its forked replay")
+        return t
+    return fork.run_to_target()
 
 
 def _ranks_by_submission(t: float, running: list[JobOutcome], queued: list[JobOutcome],
