@@ -61,8 +61,8 @@ class _Started(Exception):
 class _Fork(Qsim):
     target = -1
     by_submission = False
-    """Set by `_forked_start` when `_ranks_by_submission` holds: passes then see only the jobs
-    that can matter (`schedulable_jobs`)."""
+    """Set by `_forked_start` under FCFS, W = 1, EASY or no backfilling, when `_whole_times`
+    holds: passes then see only the jobs that can matter (`schedulable_jobs`)."""
 
     def schedulable_jobs(self) -> list[SimJob]:
         """The queue, scored; under `by_submission`, only the jobs that can matter to this pass.
@@ -136,6 +136,7 @@ def fair_start_times(
     arrivals = sorted((o.submit_time, o.jobid) for o in outcomes)
     next_arrival = {jobid: arrivals[i + 1][0] if i + 1 < len(arrivals) else float("inf")
                     for i, (_, jobid) in enumerate(arrivals)}
+    whole_times = method == "replay" and _whole_times(outcomes, machine)
     for target, t, running, queued in _states_at_submission(outcomes):
         settings = settings_at(t)
         if (method == "replay" and target.start_time < next_arrival[target.jobid]
@@ -147,7 +148,7 @@ def fair_start_times(
         try:
             if method == "replay":
                 fair[target.jobid] = _forked_start(target, t, running, queued, machine, backfill,
-                                                   settings)
+                                                   settings, whole_times)
             else:
                 fair[target.jobid] = _planned_start(target, t, running, queued, machine,
                                                     settings.policy)
@@ -194,15 +195,16 @@ def _sim_job(o: JobOutcome) -> SimJob:
 
 def _forked_start(target: JobOutcome, t: float, running: list[JobOutcome],
                   queued: list[JobOutcome], machine: Machine, backfill: Backfill,
-                  settings: Settings) -> float:
+                  settings: Settings, whole_times: bool) -> float:
     fork = _Fork([], machine, settings.policy, backfill, window=settings.window)
     fork.target = target.jobid
-    fork.by_submission = _ranks_by_submission(t, running, queued, machine, backfill, settings)
-    waiting = []
-    for o in queued:
-        job = _sim_job(o)
-        job.start_time, job.location = -1.0, ""
-        waiting.append(job)
+    # Under FCFS with whole times the rank order is the queue's order at every pass (the
+    # queued jobs come in (submission, jobid) order from _states_at_submission).
+    fork.by_submission = (whole_times and settings.window == 1 and settings.policy.function is fcfs
+                          and backfill in (Backfill.EASY, Backfill.NONE))
+    # Waiting jobs: not started (SimJob's defaults), as _sim_job would give with those reset.
+    waiting = [SimJob(o.jobid, o.nodes, o.requested_time, o.run_time, o.submit_time, o.user,
+                      o.project, o.queue) for o in queued]
     fork.resume(t, [_sim_job(o) for o in running], waiting)
     try:
         fork.scheduler.iterate()
@@ -211,27 +213,18 @@ def _forked_start(target: JobOutcome, t: float, running: list[JobOutcome],
     return fork.run_to_target()
 
 
-def _ranks_by_submission(t: float, running: list[JobOutcome], queued: list[JobOutcome],
-                         machine: Machine, backfill: Backfill, settings: Settings) -> bool:
-    """True when a fork's passes may skip the jobs that cannot matter (`_Fork.schedulable_jobs`):
-    W = 1 with EASY or no backfilling, the built-in FCFS (score = queued time, no queue
-    statistics), every job placeable, and every time whole seconds below 2**52. Then
-    every queued time is computed exactly, so the scores rank the jobs by (submission, jobid) at
-    every pass: the queue's own order (`_states_at_submission` builds it in that order)."""
-    if (settings.window != 1 or backfill not in (Backfill.EASY, Backfill.NONE)
-            or settings.policy.function is not fcfs):
-        return False
+def _whole_times(outcomes: Sequence[JobOutcome], machine: Machine) -> bool:
+    """True when every job is placeable and every time of the outcomes (submission, start, end,
+    requested time) is a whole number of seconds below 2**52: then every time a fork computes
+    (ends, queued times) is exact, so FCFS ranks the queue by (submission, jobid) at every pass.
+    Checked once for all the forks."""
     limit = 2.0 ** 52
-    times = [t]
-    for o in running:
-        times += (o.start_time, o.end_time)
-    previous = (-limit, -1)
-    for o in queued:
-        if (o.submit_time, o.jobid) <= previous or machine.allocation_size(o.nodes) is None:
-            return False
-        previous = (o.submit_time, o.jobid)
-        times += (o.submit_time, o.requested_time, o.end_time - o.start_time)
-    return all(x.is_integer() and -limit < x < limit for x in map(float, times))
+    for o in outcomes:
+        for x in (o.submit_time, o.start_time, o.end_time, o.requested_time):
+            x = float(x)
+            if not (x.is_integer() and -limit < x < limit):
+                return False
+    return all(machine.allocation_size(n) is not None for n in {o.nodes for o in outcomes})
 
 
 def _planned_start(target: JobOutcome, t: float, running: list[JobOutcome],
