@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cobaltlite.machine.model import Machine
-from cobaltlite.policy.utility import PassInputs, UtilityFunction
+from cobaltlite.policy.utility import PassInputs, UtilityFunction, fcfs
 from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.qsim.outcome import JobOutcome
 from cobaltlite.scheduler.scheduler import Backfill
@@ -60,6 +60,61 @@ class _Started(Exception):
 
 class _Fork(Qsim):
     target = -1
+    by_submission = False
+    """Set by `_forked_start` under FCFS, W = 1, EASY or no backfilling, when `_whole_times`
+    holds: passes then see only the jobs that can matter (`schedulable_jobs`)."""
+
+    def schedulable_jobs(self) -> list[SimJob]:
+        """The queue, scored; under `by_submission`, only the jobs that can matter to this pass.
+
+        Under `by_submission` the rank order is the queue's (submission) order at every pass, so
+        it is known without scoring. A job needs at least its size in idle nodes to start, and
+        idle nodes only shrink during a pass. So when no queued job fits, the pass starts
+        nothing and is skipped (a fork has no arrivals; a pass changes nothing but by starting
+        jobs). Otherwise, of the jobs that do not fit, only the first in rank order can be the
+        pass's top job (the one EASY protects); the others are tried only by the cut and the
+        backfill, which cannot place them, and W = 1 reserves nothing for them. Dropping them
+        changes no start; the jobs kept are scored as the full queue would score them (FCFS
+        reads no queue statistics; its score and threshold are the queued time, set here
+        directly)."""
+        if not self.by_submission:
+            return super().schedulable_jobs()
+        idle = self._machine.idle_nodes()
+        kept: list[SimJob] = []
+        blocked = False
+        for job in self._queue.values():
+            if job.size <= idle:
+                kept.append(job)
+            elif not blocked:
+                blocked = True
+                kept.append(job)
+        if len(kept) == blocked:
+            return []
+        now = self.clock.now()
+        for job in kept:  # FCFS's score and threshold: the queued time (as score_jobs sets them)
+            job.queued_time = job.score = job.threshold = now - job.submit_time
+        return kept
+
+    def run_to_target(self) -> float:
+        """Qsim.run's loop for a fork, until the target starts (`_Started`): a fork has no
+        arrivals, failures or hooks, so its events are the job ends, each followed by the pass;
+        an end only frees the job's place (no outcome, sample or load is kept for a fork)."""
+        ends, queue, running = self._ends, self._queue, self._running
+        machine, clock, iterate = self._machine, self.clock, self.scheduler.iterate
+        pop, release = heapq.heappop, machine.release
+        try:
+            while ends:
+                t = ends[0][0]
+                clock.advance_to(t)
+                while ends and ends[0][0] == t:
+                    jobid = pop(ends)[1]
+                    del running[jobid]
+                    release(jobid)
+                if queue and machine.has_free_capacity():
+                    iterate()
+        except _Started:
+            return clock.now()
+        raise AssertionError(f"job {self.target} never started in its forked replay")
 
     def start_job(self, jobid: int, location: str) -> bool:
         started = super().start_job(jobid, location)
@@ -81,6 +136,7 @@ def fair_start_times(
     arrivals = sorted((o.submit_time, o.jobid) for o in outcomes)
     next_arrival = {jobid: arrivals[i + 1][0] if i + 1 < len(arrivals) else float("inf")
                     for i, (_, jobid) in enumerate(arrivals)}
+    whole_times = method == "replay" and _whole_times(outcomes, machine)
     for target, t, running, queued in _states_at_submission(outcomes):
         settings = settings_at(t)
         if (method == "replay" and target.start_time < next_arrival[target.jobid]
@@ -92,7 +148,7 @@ def fair_start_times(
         try:
             if method == "replay":
                 fair[target.jobid] = _forked_start(target, t, running, queued, machine, backfill,
-                                                   settings)
+                                                   settings, whole_times)
             else:
                 fair[target.jobid] = _planned_start(target, t, running, queued, machine,
                                                     settings.policy)
@@ -139,21 +195,36 @@ def _sim_job(o: JobOutcome) -> SimJob:
 
 def _forked_start(target: JobOutcome, t: float, running: list[JobOutcome],
                   queued: list[JobOutcome], machine: Machine, backfill: Backfill,
-                  settings: Settings) -> float:
+                  settings: Settings, whole_times: bool) -> float:
     fork = _Fork([], machine, settings.policy, backfill, window=settings.window)
     fork.target = target.jobid
-    waiting = []
-    for o in queued:
-        job = _sim_job(o)
-        job.start_time, job.location = -1.0, ""
-        waiting.append(job)
+    # Under FCFS with whole times the rank order is the queue's order at every pass (the
+    # queued jobs come in (submission, jobid) order from _states_at_submission).
+    fork.by_submission = (whole_times and settings.window == 1 and settings.policy.function is fcfs
+                          and backfill in (Backfill.EASY, Backfill.NONE))
+    # Waiting jobs: not started (SimJob's defaults), as _sim_job would give with those reset.
+    waiting = [SimJob(o.jobid, o.nodes, o.requested_time, o.run_time, o.submit_time, o.user,
+                      o.project, o.queue) for o in queued]
     fork.resume(t, [_sim_job(o) for o in running], waiting)
     try:
         fork.scheduler.iterate()
-        fork.run()
     except _Started:
-        return fork.clock.now()
-    raise AssertionError(f"job {target.jobid} never started in its forked replay")
+        return t
+    return fork.run_to_target()
+
+
+def _whole_times(outcomes: Sequence[JobOutcome], machine: Machine) -> bool:
+    """True when every job is placeable and every time of the outcomes (submission, start, end,
+    requested time) is a whole number of seconds below 2**52: then every time a fork computes
+    (ends, queued times) is exact, so FCFS ranks the queue by (submission, jobid) at every pass.
+    Checked once for all the forks."""
+    limit = 2.0 ** 52
+    for o in outcomes:
+        for x in (o.submit_time, o.start_time, o.end_time, o.requested_time):
+            x = float(x)
+            if not (x.is_integer() and -limit < x < limit):
+                return False
+    return all(machine.allocation_size(n) is not None for n in {o.nodes for o in outcomes})
 
 
 def _planned_start(target: JobOutcome, t: float, running: list[JobOutcome],
