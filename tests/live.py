@@ -127,6 +127,17 @@ class Instance:
         assert found is not None, f"job {jobid} is not in the database"
         return found
 
+    def long_listing(self, jobid: int) -> dict[str, str]:
+        """`qstat -f -l JOBID` as field: value, without the fields that change with the clock
+        (QueuedTime, RunTime, TimeRemaining), so two listings of an unchanged job are equal."""
+        shown = self.command("qstat", "-f", "-l", str(jobid))
+        assert shown.returncode == 0, shown.stderr
+        fields = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
+                  for line in shown.stdout.splitlines()[1:] if line}
+        for name in ("QueuedTime", "RunTime", "TimeRemaining"):
+            fields.pop(name)
+        return fields
+
     def wait_for(self, jobid: int, states: set[str], timeout: float = 30.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:

@@ -58,16 +58,6 @@ def getq(instance: Instance, *queues: str) -> dict[str, dict[str, str]]:
     return table
 
 
-def long_listing(instance: Instance, jobid: int) -> dict[str, str]:
-    shown = instance.command("qstat", "-f", "-l", str(jobid))
-    assert shown.returncode == 0, shown.stderr
-    fields = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
-              for line in shown.stdout.splitlines()[1:] if line}
-    # Clock-derived: they change between two listings of an unchanged job.
-    for name in ("QueuedTime", "RunTime", "TimeRemaining"):
-        fields.pop(name)
-    return fields
-
 
 def test_queue_life_cycle(instance: Instance) -> None:
     added = cqadm(instance, "--addq", "debug", "long")
@@ -139,35 +129,35 @@ def test_admin_job_actions(instance: Instance, accounts: Accounts) -> None:
                           accounts=accounts)
     held = cqadm(instance, "--admin-hold", str(jobid))
     assert held.returncode == 0, held.stderr
-    assert long_listing(instance, jobid)["Admin_Hold"] == "True"
+    assert instance.long_listing(jobid)["Admin_Hold"] == "True"
     # The owner cannot lift an admin hold, nor place one.
     qrls = instance.command("qrls", str(jobid), account=ALICE, accounts=accounts)
     assert qrls.returncode == 1
     own = instance.command("cqadm", "--admin-release", str(jobid), account=ALICE,
                            accounts=accounts)
     assert own.returncode == 1 and "admin" in own.stderr
-    assert long_listing(instance, jobid)["Admin_Hold"] == "True"
+    assert instance.long_listing(jobid)["Admin_Hold"] == "True"
     assert cqadm(instance, "--release", str(jobid)).returncode == 0
-    assert long_listing(instance, jobid)["Admin_Hold"] == "False"
+    assert instance.long_listing(jobid)["Admin_Hold"] == "False"
 
     assert cqadm(instance, "--time", "01:30:00", str(jobid)).returncode == 0
-    assert long_listing(instance, jobid)["WallTime"] == "01:30:00"
+    assert instance.long_listing(jobid)["WallTime"] == "01:30:00"
     assert cqadm(instance, "--addq", "other").returncode == 0
     assert cqadm(instance, "--stopq", "other").returncode == 0
     assert cqadm(instance, "--queue", "other", str(jobid)).returncode == 0
-    assert long_listing(instance, jobid)["Queue"] == "other"
+    assert instance.long_listing(jobid)["Queue"] == "other"
 
     scored = instance.command("schedctl", "--score", "+50", str(jobid))
     assert scored.returncode == 0, scored.stderr
-    assert long_listing(instance, jobid)["Score"] == "50.0"
+    assert instance.long_listing(jobid)["Score"] == "50.0"
     assert instance.command("schedctl", "--score", "-20", str(jobid)).returncode == 0
-    assert long_listing(instance, jobid)["Score"] == "30.0"
+    assert instance.long_listing(jobid)["Score"] == "30.0"
     assert instance.command("schedctl", "--inherit", "0.8", str(jobid)).returncode == 0
-    assert long_listing(instance, jobid)["dep_frac"] == "0.8"
+    assert instance.long_listing(jobid)["dep_frac"] == "0.8"
     for argv in (["--score", "5", str(jobid)], ["--inherit", "0.1", str(jobid)]):
         ran = instance.command("schedctl", *argv, account=ALICE, accounts=accounts)
         assert ran.returncode == 1, argv
-    assert long_listing(instance, jobid)["Score"] == "30.0"
+    assert instance.long_listing(jobid)["Score"] == "30.0"
 
     started = cqadm(instance, "--run", "2-3", str(jobid))
     assert started.returncode == 0, started.stderr

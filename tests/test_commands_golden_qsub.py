@@ -105,7 +105,7 @@ def test_new_qsub_options_are_kept_and_shown(instance: Instance) -> None:
                           "--debuglog", "debug.log", "--preemptable", "--run_project",
                           "--disable_preboot", "--env", "RUN=out.$jobid", "-M", "me@site",
                           "--geometry", "4x4x4x2", "/bin/cat")
-    fields = long_listing(instance, jobid)
+    fields = instance.long_listing(jobid)
     assert fields["OutputDir"] == str(workdir)
     assert fields["InputFile"] == str(workdir / "input.txt")
     assert fields["CobaltLog"] == str(workdir / "debug.log")
@@ -113,7 +113,7 @@ def test_new_qsub_options_are_kept_and_shown(instance: Instance) -> None:
     assert (fields["Notify"], fields["Geometry"]) == ("me@site", "4x4x4x2")
     altered = instance.command("qalter", "-M", "you@site", str(jobid))
     assert altered.stdout == "notify changed from me@site to you@site\n", altered.stderr
-    assert long_listing(instance, jobid)["Notify"] == "you@site"
+    assert instance.long_listing(jobid)["Notify"] == "you@site"
     # $jobid in an --env value is the job's id, filled in by the queue manager.
     assert f"RUN=out.{jobid}" in fields["Envs"].split(":")
     instance.command("qdel", str(jobid))
@@ -153,12 +153,6 @@ def test_bad_qsub_options_exit_non_zero_and_submit_nothing(instance: Instance) -
     assert instance.command("qstat").stdout == before
 
 
-def long_listing(instance: Instance, jobid: int) -> dict[str, str]:
-    shown = instance.command("qstat", "-f", "-l", str(jobid))
-    assert shown.returncode == 0, shown.stderr
-    return {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
-            for line in shown.stdout.splitlines()[1:] if line}
-
 
 def test_time_zero_is_the_queues_maximum(instance: Instance) -> None:
     refused = instance.command("qsub", "-n", "1", "-t", "0", "/bin/true")
@@ -169,4 +163,4 @@ def test_time_zero_is_the_queues_maximum(instance: Instance) -> None:
                    ["--setq", "maxtime=00:40:00", "capped"]):
         assert instance.command("cqadm", *action).returncode == 0
     jobid = instance.qsub("-q", "capped", "-n", "1", "-t", "0", "/bin/true")
-    assert long_listing(instance, jobid)["WallTime"] == "00:40:00"
+    assert instance.long_listing(jobid)["WallTime"] == "00:40:00"

@@ -47,23 +47,13 @@ def submit(instance: Instance, accounts: Accounts, account: str, *options: str) 
                          account=account, accounts=accounts)
 
 
-def long_listing(instance: Instance, jobid: int) -> dict[str, str]:
-    shown = instance.command("qstat", "-f", "-l", str(jobid))
-    assert shown.returncode == 0, shown.stderr
-    fields = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
-              for line in shown.stdout.splitlines()[1:] if line}
-    # Clock-derived: they change between two listings of an unchanged job.
-    for name in ("QueuedTime", "RunTime", "TimeRemaining"):
-        fields.pop(name)
-    return fields
-
 
 def test_owner_holds_and_releases(instance: Instance, accounts: Accounts) -> None:
     jobid = submit(instance, accounts, ALICE)
     held = as_user(instance, accounts, ALICE, "qhold", str(jobid))
     assert (held.returncode, held.stdout, held.stderr) == \
         (0, f"Placed user hold on job {jobid}\n", "")
-    assert long_listing(instance, jobid)["State"] == "user_hold"
+    assert instance.long_listing(jobid)["State"] == "user_hold"
 
     again = as_user(instance, accounts, ALICE, "qhold", str(jobid), "99999")
     assert (again.returncode, again.stdout) == (1, "")
@@ -74,7 +64,7 @@ def test_owner_holds_and_releases(instance: Instance, accounts: Accounts) -> Non
     released = as_user(instance, accounts, ALICE, "qrls", str(jobid))
     assert (released.returncode, released.stdout, released.stderr) == \
         (0, f"Removed user hold on job {jobid}\n", "")
-    assert long_listing(instance, jobid)["State"] == "queued"
+    assert instance.long_listing(jobid)["State"] == "queued"
 
     not_held = as_user(instance, accounts, ALICE, "qrls", str(jobid))
     assert (not_held.returncode, not_held.stderr) == \
@@ -83,7 +73,7 @@ def test_owner_holds_and_releases(instance: Instance, accounts: Accounts) -> Non
 
 def test_a_user_cannot_touch_another_users_job(instance: Instance, accounts: Accounts) -> None:
     jobid = submit(instance, accounts, ALICE)
-    before = long_listing(instance, jobid)
+    before = instance.long_listing(jobid)
     for command, *args in (["qhold"], ["qrls"], ["qalter", "-t", "+5"], ["qalter", "-n", "2"],
                            ["qmove", "spare"], ["qdel"]):
         argv = [*args, str(jobid)]
@@ -93,12 +83,12 @@ def test_a_user_cannot_touch_another_users_job(instance: Instance, accounts: Acc
         assert ran.returncode == 1, (command, ran.stdout, ran.stderr)
         assert ran.stderr.startswith(f"{command}: ") and str(jobid) in ran.stderr
         assert f"belongs to {ALICE}, not to {BOB}" in ran.stderr, ran.stderr
-        assert long_listing(instance, jobid) == before, command
+        assert instance.long_listing(jobid) == before, command
     # A user list that names bob lets him.
     shared = submit(instance, accounts, ALICE, "--run_users", BOB)
     held = as_user(instance, accounts, BOB, "qhold", str(shared))
     assert held.returncode == 0, held.stderr
-    assert long_listing(instance, shared)["State"] == "user_hold"
+    assert instance.long_listing(shared)["State"] == "user_hold"
 
 
 def test_qalter_changes_wall_time_nodes_and_project(instance: Instance,
@@ -107,36 +97,36 @@ def test_qalter_changes_wall_time_nodes_and_project(instance: Instance,
     steps = [(["-t", "+5"], "00:15:00"), (["-t", "-00:03:00"], "00:12:00"),
              (["--time=-2"], "00:10:00"), (["-t", "45"], "00:45:00")]
     for argv, walltime in steps:
-        was = long_listing(instance, jobid)["WallTime"]
+        was = instance.long_listing(jobid)["WallTime"]
         ran = as_user(instance, accounts, ALICE, "qalter", *argv, str(jobid))
         assert (ran.returncode, ran.stdout, ran.stderr) == \
             (0, f"walltime changed from {was} to {walltime}\n", ""), argv
-        assert long_listing(instance, jobid)["WallTime"] == walltime, argv
+        assert instance.long_listing(jobid)["WallTime"] == walltime, argv
     ran = as_user(instance, accounts, ALICE, "qalter", "-n", "2", "-A", "physics",
                   "--mode", "vn", str(jobid))
     assert ran.returncode == 0, ran.stderr
-    fields = long_listing(instance, jobid)
+    fields = instance.long_listing(jobid)
     assert (fields["Nodes"], fields["Project"], fields["Mode"]) == ("2", "physics", "vn")
 
     # Taking off more than the job has: refused, nothing changed.
-    before = long_listing(instance, jobid)
+    before = instance.long_listing(jobid)
     ran = as_user(instance, accounts, ALICE, "qalter", "-t", "-60", str(jobid))
     assert ran.returncode == 1
     assert ran.stderr.startswith(f"qalter: Failed to alter job {jobid}: invalid wall time")
-    assert long_listing(instance, jobid) == before
+    assert instance.long_listing(jobid) == before
 
 
 def test_qalter_of_a_running_job_is_refused(instance: Instance, accounts: Accounts) -> None:
     jobid = instance.qsub("-n", "1", "-t", "10", "/bin/sleep", "60", account=ALICE,
                           accounts=accounts)
     instance.wait_for(jobid, {"running"})
-    before = long_listing(instance, jobid)
+    before = instance.long_listing(jobid)
     for argv in (["-t", "+5"], ["-n", "2"]):
         ran = as_user(instance, accounts, ALICE, "qalter", *argv, str(jobid))
         assert ran.returncode == 1 and str(jobid) in ran.stderr, ran.stderr
     held = as_user(instance, accounts, ALICE, "qhold", str(jobid))
     assert held.returncode == 1
-    after = long_listing(instance, jobid)
+    after = instance.long_listing(jobid)
     assert {k: after[k] for k in ("WallTime", "Nodes", "User_Hold")} == \
         {k: before[k] for k in ("WallTime", "Nodes", "User_Hold")}
     assert instance.command("qdel", str(jobid)).returncode == 0
@@ -150,20 +140,20 @@ def test_qmove_checks_the_target_queue(instance: Instance, accounts: Accounts) -
                        "queue is dead\n")):
         ran = as_user(instance, accounts, ALICE, "qmove", queue, str(jobid))
         assert (ran.returncode, ran.stdout, ran.stderr) == (1, "", message)
-        assert long_listing(instance, jobid)["Queue"] == PARKED
+        assert instance.long_listing(jobid)["Queue"] == PARKED
     moved = as_user(instance, accounts, ALICE, "qmove", "spare", str(jobid))
     assert (moved.returncode, moved.stdout, moved.stderr) == \
         (0, f"moved job {jobid} to queue 'spare'\n", "")
-    assert long_listing(instance, jobid)["Queue"] == "spare"
+    assert instance.long_listing(jobid)["Queue"] == "spare"
 
 
 def test_qrls_dependencies_drops_them(instance: Instance, accounts: Accounts) -> None:
     parent = submit(instance, accounts, ALICE)
     child = submit(instance, accounts, ALICE, "--dependencies", str(parent))
-    assert long_listing(instance, child)["State"] == "dep_hold"
+    assert instance.long_listing(child)["State"] == "dep_hold"
     ran = as_user(instance, accounts, ALICE, "qrls", "--dependencies", str(child))
     assert (ran.returncode, ran.stderr) == (0, ""), ran.stdout
-    fields = long_listing(instance, child)
+    fields = instance.long_listing(child)
     assert (fields["State"], fields["Dependencies"]) == ("queued", "-")
 
 
@@ -183,7 +173,7 @@ def test_bad_input_is_refused_and_changes_nothing(instance: Instance,
                                                   accounts: Accounts) -> None:
     jobid = submit(instance, accounts, ALICE)
     other = submit(instance, accounts, ALICE, "--dependencies", str(jobid))
-    before = {j: long_listing(instance, j) for j in (jobid, other)}
+    before = {j: instance.long_listing(j) for j in (jobid, other)}
     for argv, status, message in (
         (["qalter", "--mode", "turbo", str(jobid)], 1, "Specified mode 'turbo' not valid"),
         (["qalter", "-t", "1:99", str(jobid)], 1, "invalid time specification"),
@@ -198,7 +188,7 @@ def test_bad_input_is_refused_and_changes_nothing(instance: Instance,
         ran = as_user(instance, accounts, ALICE, *argv)
         assert ran.returncode == status, (argv, ran.stdout, ran.stderr)
         assert message in ran.stderr, (argv, ran.stderr)
-    assert {j: long_listing(instance, j) for j in (jobid, other)} == before
+    assert {j: instance.long_listing(j) for j in (jobid, other)} == before
 
 
 def test_queue_restrictions_are_checked_again_at_qalter_and_qmove(
@@ -209,10 +199,10 @@ def test_queue_restrictions_are_checked_again_at_qalter_and_qmove(
     assert (ran.returncode, ran.stdout) == (1, "")
     assert ran.stderr.startswith(f"qmove: Failed to move job {long_job} to queue 'short'")
     assert limit in ran.stderr
-    assert long_listing(instance, long_job)["Queue"] == PARKED
+    assert instance.long_listing(long_job)["Queue"] == PARKED
 
     short_job = instance.qsub("-q", "short", "-n", "1", "-t", "10", "/bin/true",
                               account=ALICE, accounts=accounts)
     ran = as_user(instance, accounts, ALICE, "qalter", "-t", "+15", str(short_job))
     assert ran.returncode == 1 and limit in ran.stderr, ran.stderr
-    assert long_listing(instance, short_job)["WallTime"] == "00:10:00"
+    assert instance.long_listing(short_job)["WallTime"] == "00:10:00"
