@@ -17,7 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,22 @@ def postgres_admin_connection() -> Any:
     except psycopg.OperationalError as exc:
         pytest.skip(f"PostgreSQL at {url.host}:{url.port} is unreachable ({exc}); "
                     "set COBALTLITE_TEST_POSTGRES to a reachable server")
+
+
+@contextlib.contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """The URL of a new, empty database on POSTGRES_URL's server, dropped afterwards (with any
+    connection still open to it)."""
+    from sqlalchemy.engine import make_url
+
+    name = f"cltest_{uuid.uuid4().hex[:12]}"
+    with postgres_admin_connection() as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with postgres_admin_connection() as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @dataclass

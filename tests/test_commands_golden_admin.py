@@ -6,12 +6,10 @@ afterwards.
 from __future__ import annotations
 
 import subprocess
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from live import POSTGRES_URL, Instance, postgres_admin_connection
-from sqlalchemy.engine import make_url
+from live import Instance, fresh_postgres_database
 from unix_users import ALICE, Accounts, ensure_test_users
 
 from cobaltlite.commands.common import CommandError, connect_queue_manager
@@ -27,17 +25,10 @@ def accounts() -> Accounts:
 def instance(accounts: Accounts) -> Iterator[Instance]:
     """On the PostgreSQL server (the user commands' golden tests run on SQLite): queue
     settings, holds and scores go through the other store too."""
-    name = f"cltest_cqadm_{uuid.uuid4().hex[:12]}"
-    with postgres_admin_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    database = make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    try:
+    with fresh_postgres_database() as database:
         running = Instance(machine="flat:4", database=database).start_retrying()
         yield running
         running.stop()
-    finally:
-        with postgres_admin_connection() as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def cqadm(instance: Instance, *args: str) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from live import POSTGRES_URL, Instance, postgres_admin_connection, until
-from sqlalchemy.engine import make_url
+from live import Instance, fresh_postgres_database, until
 from unix_users import ADMINS, ALICE, BOB, as_account, ensure_test_users
 
 from cobaltlite.rpc.client import connect
@@ -77,19 +75,12 @@ def sleeper(instance: Instance, nodes: int = 512) -> int:
 def postgres_instance() -> Iterator[Instance]:
     """An instance whose queue manager keeps its jobs in a fresh PostgreSQL database: the
     resubmission writes the queue manager's store as no other change does."""
-    name = f"cltest_{uuid.uuid4().hex[:12]}"
-    with postgres_admin_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    try:
+    with fresh_postgres_database() as url:
         running = Instance(machine="bgp-2rack", database=url).start_retrying()
         try:
             yield running
         finally:
             running.stop()
-    finally:
-        with postgres_admin_connection() as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_fail_kills_the_job_resubmits_it_and_skips_the_block_until_unfail(

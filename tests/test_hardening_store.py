@@ -12,7 +12,6 @@ import os
 import sqlite3
 import stat
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import Pyro5.errors
 import Pyro5.serializers
 import pytest
-from live import POSTGRES_URL, Instance, postgres_admin_connection
+from live import Instance, fresh_postgres_database
 from sqlalchemy.engine import make_url
 from unix_users import ALICE, Accounts, as_account, ensure_test_users
 
@@ -44,17 +43,10 @@ def instance(request: pytest.FixtureRequest, accounts: Accounts) -> Iterator[Ins
         yield running
         running.stop()
         return
-    name = f"cltest_{uuid.uuid4().hex[:12]}"
-    with postgres_admin_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    try:
+    with fresh_postgres_database() as url:
         running = Instance(machine="flat:4", database=url).start_retrying()
         yield running
         running.stop()
-    finally:
-        with postgres_admin_connection() as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="module")

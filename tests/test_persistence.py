@@ -10,7 +10,6 @@ import os
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,9 +17,8 @@ from typing import Any
 
 import Pyro5.errors
 import pytest
-from live import POSTGRES_URL, Instance, postgres_admin_connection
+from live import Instance, fresh_postgres_database
 from sqlalchemy import func, select
-from sqlalchemy.engine import make_url
 
 from cobaltlite.config import load_config
 from cobaltlite.queue_manager.store import JobStore, jobs_table
@@ -32,14 +30,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'jobs.db'}"
         return
-    name = f"cltest_{uuid.uuid4().hex[:12]}"
-    with postgres_admin_connection() as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with postgres_admin_connection() as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgres_database() as url:
+        yield url
 
 
 def job_fields(name: str = "job") -> dict[str, Any]:
