@@ -34,7 +34,7 @@ START_TIMEOUT = 20.0
 STOP_TIMEOUT = 15.0
 
 
-def _pid(config: Config, component: str) -> int | None:
+def running_pid(config: Config, component: str) -> int | None:
     """The component's pid if it runs: its daemon holds a lock on the pid file while alive."""
     try:
         fd = os.open(config.pid_file(component), os.O_RDONLY)
@@ -74,7 +74,7 @@ def up(config: Config, console: Console) -> int:
     if not config.secret_path.exists():
         create_secret(config.secret_path)
     for component in START_ORDER:
-        if _pid(config, component) is not None:
+        if running_pid(config, component) is not None:
             console.print(f"{component}: already running")
             continue
         log = open(config.log_file(component), "a")  # noqa: SIM115 - handed to the child
@@ -99,7 +99,7 @@ def up(config: Config, console: Console) -> int:
                               f"see {config.log_file(component)}[/red]")
                 return 1
             time.sleep(0.1)
-        console.print(f"{component}: started (pid {_pid(config, component)})")
+        console.print(f"{component}: started (pid {running_pid(config, component)})")
     return status(config, console)
 
 
@@ -117,15 +117,15 @@ def _start_failure(config: Config, component: str) -> str | None:
 def down(config: Config, console: Console, kill_jobs: bool = False) -> int:
     failed = False
     for component in reversed(START_ORDER):
-        pid = _pid(config, component)
+        pid = running_pid(config, component)
         if pid is None:
             console.print(f"{component}: not running")
             continue
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT
-        while _pid(config, component) is not None and time.monotonic() < deadline:
+        while running_pid(config, component) is not None and time.monotonic() < deadline:
             time.sleep(0.1)
-        if _pid(config, component) is not None:
+        if running_pid(config, component) is not None:
             console.print(f"[red]{component}: still running after {STOP_TIMEOUT:.0f} s "
                           f"(pid {pid})[/red]")
             failed = True
@@ -175,7 +175,7 @@ def status(config: Config, console: Console) -> int:
     healthy = True
     problems: list[str] = []  # why a running component does not answer
     for component in START_ORDER:
-        pid = _pid(config, component)
+        pid = running_pid(config, component)
         failure = _ping_failure(config, component) if pid is not None else "not running"
         healthy &= failure is None
         table.add_row(component, str(pid or "-"), "yes" if failure is None else "[red]no[/red]",

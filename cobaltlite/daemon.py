@@ -154,6 +154,7 @@ def run_system(config: Config, stop: threading.Event) -> list:
     service = SystemService(load_description(config.machine), config.state_dir, WallClock(),
                             report_end, kill_grace=config.kill_grace,
                             report_failure_kill=report_failure_kill,
+                            waiting_jobs=lambda: queue_manager.waiting_jobs(),
                             forecast_file=config.state_dir / config.failure_forecast
                             if config.failure_forecast else None)
     daemons = [serve_component(config, "system", SystemAPI(service)),

@@ -336,7 +336,8 @@ class QueueManagerClient(UserSocketClient):
 
 
 class SystemControlClient(UserSocketClient):
-    """The system's user API (partadm, partlist; cobaltlite.system.api.SystemControlAPI)."""
+    """The system's user API (partadm, partlist, nodeadm, nodelist;
+    cobaltlite.system.api.SystemControlAPI)."""
 
     component = "the system"
 
@@ -351,6 +352,13 @@ class SystemControlClient(UserSocketClient):
 
     def unfail(self, components: list[str]) -> dict[str, Any]:
         return dict(self._call("unfail", components))
+
+    def administer(self, action: str, places: list[str], queues: list[str],
+                   force: bool) -> dict[str, Any]:
+        return dict(self._call("administer", action, places, queues, force))
+
+    def description(self) -> dict[str, Any]:
+        return dict(self._call("description"))
 
 
 def _instance_text(state_dir: Any) -> str:

@@ -10,8 +10,9 @@ every mask is the i-th schedulable block in name order. Relations are computed o
 The allocation state is two integers (`_blocked`, `_available`) plus a dict of holders, so a
 scheduling pass reads the machine without copying it.
 
-Out of service are the blocks sharing a node card with an offline block (`set_usable`) or
-containing a failed component (`fail`): one `_usable` mask covers both.
+Out of service are the blocks sharing a node card with an offline block (`set_usable`), the
+blocks an admin disabled (`set_scheduled`), and those containing a failed component (`fail`):
+one `_usable` mask covers them all.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class BGPMachine:
         self._all = (1 << n) - 1
         self._usable = self._all  # schedulable, no node card of it offline, nothing failed in it
         self._offline: set[int] = set()
+        self._unscheduled = 0  # blocks an admin disabled: no job, relatives unaffected
         self._failed: dict[str, int] = {}  # failed component -> its node-card mask
         self._failed_blocks = 0  # blocks containing a node card of a failed component
         self._over_component: dict[str, int] = {}
@@ -276,8 +278,15 @@ class BGPMachine:
             self._offline.add(i)
         self._refresh_usable()
 
+    def set_scheduled(self, location: str, scheduled: bool) -> None:
+        """Let the scheduler place jobs on a block, or not (Cobalt's partadm --enable and
+        --disable): unlike `set_usable`, its relatives stay usable, and its holder keeps it."""
+        bit = 1 << self.index[location]
+        self._unscheduled = self._unscheduled & ~bit if scheduled else self._unscheduled | bit
+        self._refresh_usable()
+
     def _refresh_usable(self) -> None:
-        unusable = self._failed_blocks
+        unusable = self._failed_blocks | self._unscheduled
         for j in self._offline:
             unusable |= self._sharing_cards[j] | (1 << j)
         self._usable = self._all & ~unusable
@@ -339,11 +348,12 @@ class BGPMachine:
 
         failed (it contains a failed component; its holder, if any, is shown: the caller kills
         it), busy (a job holds it), blocked (<holder's block>) when it shares a node card with a
-        held block, blocked-wiring (<holder's block>) when it only shares a wire, offline when taken
-        out of service, else idle. The model knows only that a block is held, not what its job's
-        processes are doing: the live system component shows a held block as Cobalt's
-        `allocated`, `busy` or `cleanup` by its job's phase (cobaltlite/system/service.py), while
-        Qsim, whose jobs start and end in an instant, shows `busy`.
+        held block, blocked-wiring (<holder's block>) when it only shares a wire, offline when
+        taken out of service, disabled when an admin stopped scheduling on it, else idle. The
+        model knows only that a block is held, not what its job's processes are doing: the live
+        system component shows a held block as Cobalt's `allocated`, `busy` or `cleanup` by its
+        job's phase (cobaltlite/system/service.py), while Qsim, whose jobs start and end in an
+        instant, shows `busy`.
         """
         holder = {i: jobid for jobid, (i, _) in self._held.items()}
         cards = self._cards
@@ -356,6 +366,8 @@ class BGPMachine:
                 state = "busy"
             elif i in self._offline:
                 state = "offline"
+            elif (self._unscheduled >> i) & 1:
+                state = "disabled"
             elif not (self._usable >> i) & 1:
                 state = "offline (a related block is offline)"
             elif (self._blocked >> i) & 1:

@@ -6,7 +6,9 @@ source and β > 0 (fault-aware allocation, docs/fault-aware.md) it gets instead 
 lowest failure chance P_f over its run, lowest-numbered first among equals: on a flat machine
 nothing is blocked by a placement, so BLK_f is 0 for every choice and only β·P_f can differ.
 
-A failed node (`fail("17")`) is neither free nor idle until `unfail`.
+A failed node (`fail("17")`) is neither free nor idle until `unfail`; nor is a node an admin
+took down (`set_scheduled("17", False)`, nodeadm --down), until it is up again. Either way its
+job, if any, keeps it until it ends.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class FlatMachine:
         self._free = (1 << description.nodes) - 1  # neither held nor failed
         self._idle = description.nodes
         self._failed = 0
+        self._down = 0
+        self._out = 0  # failed or down: never free
         # jobid -> (node mask, node count, expected end)
         self._held: dict[int, tuple[int, int, float]] = {}
         self._place_sets: dict[PlaceSet, int] = {}
@@ -85,8 +89,9 @@ class FlatMachine:
             raise MachineError(f"job {jobid}: bad location {location!r}: {exc}") from None
         if mask >> self.total_nodes:
             raise MachineError(f"job {jobid}: {location!r} names nodes beyond {self.total_nodes}")
-        if mask & self._failed:
-            raise MachineError(f"job {jobid}: nodes {mask_to_ranges(mask & self._failed)} failed")
+        if mask & self._out:
+            raise MachineError(f"job {jobid}: nodes {mask_to_ranges(mask & self._out)} are out "
+                               "of service (failed or down)")
         if mask & ~self._free:
             raise MachineError(f"job {jobid}: nodes {mask_to_ranges(mask & ~self._free)} are held")
         if jobid in self._held:
@@ -99,7 +104,7 @@ class FlatMachine:
 
     def release(self, jobid: int) -> None:
         mask, _, _ = self._held.pop(jobid)
-        back = mask & ~self._failed
+        back = mask & ~self._out
         self._free |= back
         self._idle += back.bit_count()
 
@@ -131,6 +136,7 @@ class FlatMachine:
             self._free &= ~bit
             self._idle -= 1
         self._failed |= bit
+        self._out |= bit
         return sorted(jobid for jobid, (mask, _, _) in self._held.items() if mask & bit)
 
     def unfail(self, component: str) -> None:
@@ -138,7 +144,26 @@ class FlatMachine:
         if not self._failed & bit:
             return
         self._failed &= ~bit
-        if not any(mask & bit for mask, _, _ in self._held.values()):
+        self._back_in_service(bit)
+
+    def set_scheduled(self, component: str, scheduled: bool) -> None:
+        """Bring a node up (True) or down (False; nodeadm --down): a down node gets no job."""
+        bit = 1 << self._node(component)
+        if scheduled:
+            if self._down & bit:
+                self._down &= ~bit
+                self._back_in_service(bit)
+            return
+        if self._free & bit:
+            self._free &= ~bit
+            self._idle -= 1
+        self._down |= bit
+        self._out |= bit
+
+    def _back_in_service(self, bit: int) -> None:
+        """A node just left the failed or down set: free again unless still out or held."""
+        self._out = self._failed | self._down
+        if not self._out & bit and not any(mask & bit for mask, _, _ in self._held.values()):
             self._free |= bit
             self._idle += 1
 
@@ -161,9 +186,10 @@ class FlatMachine:
         for jobid, (mask, _, _) in self._held.items():
             for node in iter_bits(mask):
                 owner[node] = jobid
-        failed = self._failed
+        failed, down = self._failed, self._down
         return [{"name": str(n), "size": 1,
-                 "state": "failed" if (failed >> n) & 1 else "busy" if n in owner else "idle",
+                 "state": "failed" if (failed >> n) & 1 else "busy" if n in owner
+                 else "down" if (down >> n) & 1 else "idle",
                  "jobid": owner.get(n)} for n in range(self.total_nodes)]
 
     def planner(self, now: float) -> FlatPlanner:
@@ -177,10 +203,10 @@ class FlatPlanner:
         self._machine = machine
         self._now = now
         ends: dict[float, int] = {}
-        failed = machine._failed
+        failed = machine._out
         for mask, count, end in machine._held.values():
             when = max(end, now + OVERDUE_GRACE) if end <= now else end
-            # A held node that has failed does not come back when its job ends.
+            # A held node that has failed or is down does not come back when its job ends.
             back = (mask & ~failed).bit_count() if failed else count
             ends[when] = ends.get(when, 0) + back
         self._times = [now]
@@ -231,7 +257,7 @@ class FlatPlanner:
         machine = self._machine
         if nodes > machine.total_nodes:
             raise MachineError(f"{nodes} nodes can never fit on {machine.total_nodes}")
-        in_service = ~machine._failed
+        in_service = ~machine._out
         if allowed is not None:
             in_service &= machine.mask_of(allowed)
         if nodes > (in_service & ((1 << machine.total_nodes) - 1)).bit_count():
@@ -257,7 +283,7 @@ class FlatPlanner:
     def _set_free_at(self, nodes_of_set: int) -> Callable[[float], int]:
         """When the set's nodes come free: f(t) = how many are free at t (never fewer later)."""
         machine = self._machine
-        now, failed = self._now, machine._failed
+        now, failed = self._now, machine._out
         ends = sorted(
             (max(end, now + OVERDUE_GRACE) if end <= now else end,
              (mask & nodes_of_set & ~failed).bit_count())

@@ -183,6 +183,12 @@ class Machine(Protocol):
         """
         ...
 
+    def set_scheduled(self, place: str, scheduled: bool) -> None:
+        """Let jobs be placed on `place` (a block; a node on a flat machine), or not: an
+        admin's partadm --enable/--disable, nodeadm --up/--down. Its holder keeps it; related
+        places are unaffected. KeyError or MachineError when there is no such place."""
+        ...
+
     def failed_components(self) -> list[str]:
         """The components out of service, sorted by name, as they were given to `fail`."""
         ...

@@ -31,8 +31,9 @@ class QsimQueueManagerAPI:
         return self._qsim.clock.now()
 
     def schedulable_jobs(self) -> list[list[Any]]:
-        """Rows (jobid, size, wall_time, score, threshold), as the queue manager sends them."""
-        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold]
+        """Rows (jobid, size, wall_time, score, threshold, queue), as the queue manager sends
+        them."""
+        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold, j.queue]
                 for j in self._qsim.schedulable_jobs()]
 
     def start_job(self, jobid: int, location: str) -> bool:
@@ -57,7 +58,10 @@ class QsimSystemAPI:
         """What the scheduler's replica reads at each pass (cobaltlite/scheduler/remote.py).
         Qsim's failure chances come from its own predictor, in process only: none is sent."""
         return {"allocations": self._qsim.allocations(),
-                "failed": self._qsim.machine().failed_components(), "forecast": None}
+                "failed": self._qsim.machine().failed_components(), "forecast": None,
+                "unscheduled": [], "inactive": [],
+                "queue_places": {"queues": {q: sorted(p) for q, p in
+                                            self._qsim.queue_places.items()}, "open": None}}
 
 
 def serve_qsim(qsim: Qsim, config: Config) -> list:

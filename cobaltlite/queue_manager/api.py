@@ -219,3 +219,8 @@ class ComponentAPI:
 
     def jobs(self) -> list[dict[str, Any]]:
         return self._qm.jobs()
+
+    def waiting_jobs(self) -> dict[str, int]:
+        """Queue name -> jobs of it not yet started, for every queue (the system's check that
+        a queue mapping leaves no waiting job without a place)."""
+        return self._qm.waiting_jobs()

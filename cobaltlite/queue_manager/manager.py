@@ -315,6 +315,14 @@ class QueueManager:
     def queues(self) -> list[dict[str, Any]]:
         return [queues.describe(q) for q in self.store.queues()]
 
+    def waiting_jobs(self) -> dict[str, int]:
+        """Queue name -> how many of its jobs are queued (not started), for every queue."""
+        waiting = {q["name"]: 0 for q in self.store.queues()}
+        for job in self.jobs(fields=("queue", "state")):
+            if job["state"] == states.QUEUED:
+                waiting[job["queue"]] = waiting.get(job["queue"], 0) + 1
+        return waiting
+
     # ---- users: per-job operations ---------------------------------------------------------
 
     def delete(self, caller: Caller, jobids: Iterable[int],
@@ -738,8 +746,9 @@ class QueueManager:
                     if job.jobid in adjusted and job.jobid not in kept:
                         job.score += adjusted[job.jobid]
         self._score_writer.submit({j.jobid: j.score for j in ready})
-        # Compact rows (jobid, size, wall_time, score, threshold): a pass may carry 10,000.
-        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold] for j in ready]
+        # Compact rows (jobid, size, wall_time, score, threshold, queue): a pass may carry
+        # 10,000.
+        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold, j.queue] for j in ready]
 
     def _inputs(self, now: float) -> PassInputs:
         limits = self.limits()

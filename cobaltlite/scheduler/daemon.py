@@ -22,6 +22,7 @@ import Pyro5.api
 import structlog
 
 from cobaltlite.clock import Clock
+from cobaltlite.errors import MachineError
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
 from cobaltlite.tuning.apply import apply_window
@@ -53,6 +54,9 @@ class SchedulerLoop:
         self.tuner = Tuner(tuning, clock.now())
         self._read_metrics = read_metrics
         self._site: Any = None
+        self.drain_window: dict[str, Any] | None = None
+        """The last pass's drain as partlist shows it: {"until": when the top job's block
+        frees, "blocks": the blocks sharing its node cards}; None without a drain on blocks."""
 
     def run_pass(self) -> list[tuple[int, str]]:
         """One pass now; peers that are down make it fail quietly until the next one."""
@@ -77,9 +81,19 @@ class SchedulerLoop:
             self.last_error = None
             self.last_pass_seconds = time.perf_counter() - began
             self.passes += 1
+            self.drain_window = self._drain_window(report.drain)
             for jobid, where in report.started:
                 log.info("job placed", jobid=jobid, location=where)
             return report.started
+
+    def _drain_window(self, drain: tuple[int, str, float] | None) -> dict[str, Any] | None:
+        if drain is None or drain[2] == float("inf"):
+            return None
+        try:  # a flat machine's drain names a node count, not a place: nothing to show
+            blocks = self._site.replica.places_over(drain[1])
+        except MachineError:
+            return None
+        return {"until": drain[2], "blocks": blocks}
 
     def _tune(self) -> None:
         """Algorithm 1's check, when due, on the monitor's latest sample."""
@@ -181,7 +195,8 @@ class ControlAPI:
         loop = self._loop
         return {"active": loop.active, "passes": loop.passes, "interval": loop.interval,
                 "backfill": str(loop.backfill), "last_error": loop.last_error,
-                "last_pass_seconds": loop.last_pass_seconds, "tuning": loop.tuning_status()}
+                "last_pass_seconds": loop.last_pass_seconds, "tuning": loop.tuning_status(),
+                "drain_window": loop.drain_window}
 
     def set_tunable(self, tunable: str, value: float) -> dict[str, Any]:
         """Pin a tunable (admin): rules keep running but do not move it until it is released."""

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cobaltlite.clock import Clock
+from cobaltlite.machine.bgp import BGPMachine
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, builtin_policy
+from cobaltlite.system.admin import allowed_places
 from cobaltlite.system.forecast import ForecastEntry, failure_source
 from cobaltlite.tuning.apply import with_balance_factor
 
@@ -49,7 +51,10 @@ class RemoteSite:
         self._held: dict[int, str] = {}
         self._walltime: dict[int, float] = {}
         self._forecast_version = -1  # none received yet
-        self._place_sets: dict[str, PlaceSet] = {}
+        self._place_map: dict[str, Any] = {"queues": {}, "open": None}
+        self._queues: set[str] = set()  # of this pass's jobs
+        self._unscheduled: set[str] = set()
+        self._inactive: set[str] = set()
         self.balance_factor: float | None = None
         """Set by adaptive tuning (seed 000): rank by the balanced priority with this BF instead
         of the queues' scores; None: the queue manager's scores, as they come."""
@@ -58,8 +63,8 @@ class RemoteSite:
     def machine(self) -> Machine:
         state = self.system.machine_state(self._forecast_version)
         self._sync_failures(state["failed"], state["forecast"])
-        self._place_sets = {queue: frozenset(places)
-                            for queue, places in state.get("queue_places", {}).items()}
+        self._sync_admin(state["unscheduled"], state["inactive"])
+        self._place_map = state["queue_places"]
         current = {a["jobid"]: a for a in state["allocations"]}
         for jobid in [j for j in self._held if j not in current]:
             self._machine.release(jobid)
@@ -72,9 +77,34 @@ class RemoteSite:
                 self._held[jobid] = alloc["location"]
         return self._machine
 
+    @property
+    def replica(self) -> Machine:
+        """The machine replica as of this pass (no call to the system)."""
+        return self._machine
+
     def place_sets(self) -> dict[str, PlaceSet]:
-        """The queue -> places mapping the system sent with this pass's machine state."""
-        return self._place_sets
+        """Where each queue of this pass's jobs may run, by the mapping the system sent with
+        the machine state (partadm --queue); empty when there is no mapping."""
+        if not self._place_map["queues"] and self._place_map["open"] is None:
+            return {}
+        places = {}
+        for queue in self._queues:
+            allowed = allowed_places(self._place_map, queue)
+            if allowed is not None:
+                places[queue] = allowed
+        return places
+
+    def _sync_admin(self, unscheduled: list[str], inactive: list[str]) -> None:
+        """Places an admin disabled, deleted or deactivated get no job in the replica either."""
+        machine = self._machine
+        if set(unscheduled) != self._unscheduled:
+            for name in self._unscheduled.symmetric_difference(unscheduled):
+                machine.set_scheduled(name, name not in unscheduled)
+            self._unscheduled = set(unscheduled)
+        if set(inactive) != self._inactive and isinstance(machine, BGPMachine):
+            for name in self._inactive.symmetric_difference(inactive):
+                machine.set_usable(name, name not in inactive)
+            self._inactive = set(inactive)
 
     def _sync_failures(self, failed: list[str], forecast: dict[str, Any] | None) -> None:
         machine = self._machine
@@ -89,8 +119,11 @@ class RemoteSite:
             self._forecast_version = forecast["version"]
 
     def schedulable_jobs(self) -> list[RemoteJob]:
-        # Rows are (jobid, size, wall_time, score, threshold).
-        jobs = [RemoteJob(*row) for row in self.queue_manager.schedulable_jobs()]
+        # Rows are (jobid, size, wall_time, score, threshold, queue).
+        jobs = [RemoteJob(jobid, size, wall_time, score, threshold, queue=queue)
+                for jobid, size, wall_time, score, threshold, queue
+                in self.queue_manager.schedulable_jobs()]
+        self._queues = {job.queue for job in jobs}
         self._walltime = {j.jobid: j.wall_time for j in jobs}
         if self.balance_factor is not None and jobs:
             self._rank_balanced(jobs, self.balance_factor)

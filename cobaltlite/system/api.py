@@ -16,6 +16,7 @@ import Pyro5.api
 
 from cobaltlite.machine.wire import description_to_wire
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
+from cobaltlite.system.admin import ACTIONS
 from cobaltlite.system.forecast import ForecastError
 from cobaltlite.system.service import SystemService
 
@@ -81,6 +82,10 @@ class SystemControlAPI:
     def partitions(self) -> list[dict[str, Any]]:
         return self._service.partitions()
 
+    def description(self) -> dict[str, Any]:
+        """The machine's description (partadm --xml): nothing in it is secret."""
+        return description_to_wire(self._service.description)
+
     def failure_status(self) -> dict[str, Any]:
         """The failed components and where the forecast comes from (schedctl --status)."""
         return self._service.failure_status()
@@ -92,6 +97,18 @@ class SystemControlAPI:
     def unfail(self, components: list[str]) -> dict[str, Any]:
         by = self._require_admin("partadm --unfail")
         return self._service.unfail(_components(components), by)
+
+    def administer(self, action: str, places: list[str], queues: list[str],
+                   force: bool) -> dict[str, Any]:
+        """partadm's and nodeadm's changes (cobaltlite.system.admin); admin only."""
+        if not isinstance(action, str) or action not in ACTIONS:
+            raise ValueError(f"unknown action {action!r}")
+        by = self._require_admin(f"{action} (partadm, nodeadm)")
+        if not isinstance(queues, list) or not all(isinstance(q, str) and q for q in queues):
+            raise ValueError("give queue names as a list of names")
+        if not isinstance(force, bool):
+            raise ValueError("force must be true or false")
+        return self._service.administer(action, _components(places), queues, force, by)
 
     def set_forecast(self, entries: list[list[Any]]) -> int:
         """Replace the failure forecast with `entries` ([component, P_f] or [component, P_f,

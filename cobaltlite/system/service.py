@@ -56,7 +56,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,8 @@ from cobaltlite.errors import MachineError
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.system import procfs
+from cobaltlite.system.admin import PlaceKeeper
+from cobaltlite.system.files import write_json
 from cobaltlite.system.forecast import ForecastKeeper
 
 log = structlog.get_logger("system")
@@ -99,10 +101,12 @@ class SystemService:
         kill_grace: float = 10.0,
         forecast_file: Path | None = None,
         report_failure_kill: Callable[[int, str, float], bool] | None = None,
+        waiting_jobs: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
         """`report_end(jobid, exit status, end reason, end time)` tells the queue manager a
         job ended; `report_failure_kill(jobid, failed component, end time)`, when given, tells
-        it instead of a job killed because a component under it failed."""
+        it instead of a job killed because a component under it failed; `waiting_jobs()`
+        asks it {queue: jobs waiting} to check queue mappings (None: not checked)."""
         self.description = description
         self.machine = build_machine(description)
         self.clock = clock
@@ -122,6 +126,7 @@ class SystemService:
         self._refresh_forecast()
         self._readopt()
         self._fail_again()
+        self.places = PlaceKeeper(self.machine, self.dir / "places-admin.json", waiting_jobs)
 
     # ---- what others ask ----------------------------------------------------------------
 
@@ -145,7 +150,10 @@ class SystemService:
         with self._lock:
             return {"allocations": self.allocations(),
                     "failed": self.machine.failed_components(),
-                    "forecast": self.forecast.wire(known_forecast)}
+                    "forecast": self.forecast.wire(known_forecast),
+                    "unscheduled": sorted(self.places.state.deleted | self.places.state.disabled),
+                    "inactive": sorted(self.places.state.inactive),
+                    "queue_places": self.places.place_map}
 
     def partitions(self) -> list[dict[str, Any]]:
         """The machine's block states, each held place shown in its job's phase, with the
@@ -158,7 +166,13 @@ class SystemService:
             rows: list[dict[str, Any]] = self.machine.block_states()
             now = self.clock.now()
             chance = self.forecast.active.chance
+            admin = self.places.state
             for row in rows:
+                name = str(row["name"])
+                row["queues"] = list(admin.queues.get(name, ()))
+                row["managed"] = name not in admin.deleted
+                row["scheduled"] = name not in admin.disabled
+                row["functional"] = name not in admin.inactive
                 if row["state"] == "busy":
                     # Every held place has a phase; were one missed, partlist must still work.
                     row["state"] = self._phase.get(row["jobid"], BUSY)
@@ -222,7 +236,7 @@ class SystemService:
         if jobid not in self._runners:
             return False
         try:
-            _write_json(self.dir / f"{jobid}.kill", {"reason": FAILURE_END, "message": message,
+            write_json(self.dir / f"{jobid}.kill", {"reason": FAILURE_END, "message": message,
                                                      "component": component})
         except OSError as exc:  # the kill must still happen: it then ends as "deleted"
             log.error("kill reason not recorded", jobid=jobid, error=str(exc))
@@ -230,7 +244,7 @@ class SystemService:
         return self.kill(jobid)
 
     def _save_failed(self) -> None:
-        _write_json(self.dir / "failed-components", self.machine.failed_components())
+        write_json(self.dir / "failed-components", self.machine.failed_components())
 
     def _fail_again(self) -> None:
         """Fail again the components failed before a restart; kill what runs over them (a
@@ -253,6 +267,21 @@ class SystemService:
             for jobid in hit:
                 self._kill_for_failure(jobid, name, f"component {name} failed (found at restart)")
         log.info("failed components restored", components=self.machine.failed_components())
+
+    # ---- administration (partadm, nodeadm) ---------------------------------------------
+
+    def administer(self, action: str, places: list[str], queues: list[str], force: bool,
+                   by: str) -> dict[str, Any]:
+        """One partadm/nodeadm change, all or nothing (PlaceKeeper.change); returns the new
+        state as `PlaceAdmin.to_json` writes it."""
+        with self._lock:
+            try:
+                state = self.places.change(action, places, queues, force, self.machine.held_by())
+            except OSError as exc:
+                raise ValueError(f"nothing changed: {exc}") from None
+            log.warning("places administered", action=action, places=places, queues=queues,
+                        force=force, by=by)
+            return state.to_json()
 
     # ---- the failure forecast ------------------------------------------------------------
 
@@ -296,7 +325,7 @@ class SystemService:
             }
             path = self.dir / f"{jobid}.json"
             try:
-                _write_json(path, record)
+                write_json(path, record)
                 runner = subprocess.Popen(
                     [sys.executable, "-m", "cobaltlite.system.runner", str(path)],
                     start_new_session=True, stdin=subprocess.DEVNULL,
@@ -314,7 +343,7 @@ class SystemService:
             self._popen[jobid] = runner
             record["runner_pid"] = runner.pid
             try:
-                _write_json(path, record)
+                write_json(path, record)
             except OSError as exc:  # a restart finds the runner by its command line instead
                 log.warning("runner pid not recorded", jobid=jobid, error=str(exc))
             log.info("job launched", jobid=jobid, location=location, runner=runner.pid)
@@ -674,19 +703,3 @@ def _find_runner(record: Path) -> int | None:
 
 def _runner_cmdline(record: Path) -> bytes:
     return f"cobaltlite.system.runner\0{record}\0".encode()
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as stream:
-            json.dump(data, stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        # A half-written copy (a full disk) would hold space for nothing.
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
