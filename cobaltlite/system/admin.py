@@ -10,8 +10,9 @@ Queues (docs/administration.md): a place with no queue list is *open*. A queue l
 managed place runs only on the places listing it; any other queue runs only on open places. When
 no managed place lists a queue, every queue runs anywhere: no mapping at all.
 
-The system component keeps this in `<state-dir>/system/places-admin.json`; a change is checked
-whole (`changed` raises ValueError naming what is wrong), written, and only then applied.
+The system component keeps this in `<state-dir>/system/places-admin` (JSON, but not named
+`*.json`: those are launch records); a change is checked whole (`PlaceKeeper.change` raises
+ValueError naming what is wrong), written, and only then applied.
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ class SystemService:
         self._refresh_forecast()
         self._readopt()
         self._fail_again()
-        self.places = PlaceKeeper(self.machine, self.dir / "places-admin.json", waiting_jobs)
+        self.places = PlaceKeeper(self.machine, self.dir / "places-admin", waiting_jobs)
 
     # ---- what others ask ----------------------------------------------------------------
 
