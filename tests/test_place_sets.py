@@ -1,8 +1,13 @@
 """Queues mapped to places (partadm --queue): a mapped queue's jobs run only on its places, on
-Blue Gene/P and on flat machines, in every backfilling scheme; unmapped queues are unchanged."""
+Blue Gene/P and on flat machines, in every backfilling scheme; unmapped queues are unchanged.
+And what admins set on places: where each queue may run, and how the system keeps it."""
 
 from __future__ import annotations
 
+import json
+import re
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_scheduler_properties import BGP, FLAT8, SCHEMES, SETTINGS, MachineKind, workloads
@@ -15,6 +20,7 @@ from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.policy.utility import builtin_policy
 from cobaltlite.qsim.engine import Qsim
 from cobaltlite.scheduler.scheduler import Backfill
+from cobaltlite.system.admin import PlaceAdmin, PlaceKeeper, allowed_places
 from cobaltlite.traces.model import TraceJob
 
 R01 = frozenset({"ANL-R01-M0-512", "ANL-R01-M1-512", "ANL-R01-1024"})
@@ -100,3 +106,76 @@ def test_a_mapping_of_a_queue_without_jobs_changes_no_schedule(data, kind, backf
     jobs = data.draw(workloads(kind))
     places = FLAT_PLACES if kind.is_flat else BGP_PLACES
     assert _replay(jobs, kind, backfill, {"other": places}) == _replay(jobs, kind, backfill, {})
+
+
+# ---- what admins set (partadm, nodeadm) and how the system keeps it ---------------------------
+
+PLACES = [str(n) for n in range(6)]
+QUEUES = ["default", "prod", "debug"]
+
+
+@st.composite
+def admin_changes(draw):
+    steps = draw(st.lists(st.tuples(
+        st.sampled_from(["enable", "disable", "queue", "appq", "rmq"]),
+        st.sets(st.sampled_from(PLACES), min_size=1),
+        st.lists(st.sampled_from(QUEUES), min_size=1, max_size=2)), max_size=8))
+    state = PlaceAdmin()
+    for action, places, queues in steps:
+        state = state.changed(action, sorted(places), queues)
+    return state
+
+
+@SETTINGS
+@given(state=admin_changes(), queue=st.sampled_from([*QUEUES, "other"]))
+def test_a_queue_runs_where_it_is_listed_else_on_places_listing_none(state, queue) -> None:
+    allowed = allowed_places(state.place_map(PLACES), queue)
+    listing = {p for p in PLACES if queue in state.queues.get(p, ())}
+    if not state.queues:
+        assert allowed is None
+    elif listing:
+        assert allowed == listing
+    else:
+        assert allowed == {p for p in PLACES if p not in state.queues}
+    assert PlaceAdmin.from_json(json.loads(json.dumps(state.to_json()))) == state
+
+
+def _keeper(path, waiting=None):
+    machine = FlatMachine(FlatDescription("flat", 6))
+    return machine, PlaceKeeper(machine, path, (lambda: waiting) if waiting else None)
+
+
+def test_the_system_keeps_changes_across_a_restart_and_refuses_bad_ones(tmp_path) -> None:
+    path = tmp_path / "places-admin"
+    waiting = {"default": 1, "prod": 0}
+    machine, keeper = _keeper(path, waiting)
+    keeper.change("disable", ["0", "1"], [], False, {})
+    keeper.change("queue", ["5"], ["prod"], False, {})
+    assert machine.find_location(1, 60, 0) == "2"
+    saved = path.read_text()
+    for action, places, queues, why in (
+            ("disable", ["2", "6"], [], "no node '6'"),
+            ("queue", ["2"], ["nope"], "'nope' is not an existing queue"),
+            ("delete", ["2"], [], "a flat machine has no blocks to delete"),
+            ("queue", ["0", "1", "2", "3", "4"], ["prod"],
+             "queue default (1 waiting) would be left")):
+        with pytest.raises(ValueError, match=re.escape(why)):
+            keeper.change(action, places, queues, False, {})
+        assert path.read_text() == saved
+    # Down nodes still count as a place (they come back); forced, no node is left to default.
+    keeper.change("queue", ["2", "3", "4"], ["prod"], False, {})
+    keeper.change("queue", ["0", "1"], ["prod"], True, {})
+
+    machine, again = _keeper(path)
+    assert again.state == keeper.state
+    assert machine.find_location(1, 60, 0) == "2"
+    assert {b["name"]: b["state"] for b in machine.block_states()}["1"] == "down"
+    assert again.place_map == {"queues": {"prod": PLACES}, "open": []}
+
+
+def test_an_unreadable_file_leaves_the_machine_as_described(tmp_path) -> None:
+    path = tmp_path / "places-admin"
+    path.write_text('{"disabled": "everything"}')
+    machine, keeper = _keeper(path)
+    assert keeper.state == PlaceAdmin()
+    assert machine.find_location(6, 60, 0) == "0-5"
