@@ -167,3 +167,37 @@ def test_nlp_partitioner_meets_its_constraints() -> None:
     # Eq. 6 as decided: the queue with more CPU hours gets at least (1 - 0.2) of its
     # proportional ratio, up to one node of rounding.
     assert (result.sizes[1] + 1) / result.sizes[0] >= 0.8 * hours_b / hours_a
+
+
+def _swf(path: Path, rows: list[tuple[int, int, int, int, int]]) -> Path:
+    """Rows of (job, submit, run, processors, queue) as a minimal SWF file."""
+    lines = ["; UnixStartTime: 0"]
+    for jobid, submit, run, procs, q in rows:
+        lines.append(f"{jobid} {submit} 0 {run} {procs} -1 -1 {procs} {run} -1 1 1 1 -1 {q} "
+                     "-1 -1 -1")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_configure_queues_writes_a_layout_a_replay_can_read(tmp_path: Path) -> None:
+    from cobaltlite.qsim.cli import main
+
+    trace = _swf(tmp_path / "history.swf",
+                 [(i, i * 300, 3600, 1 + i % 4, i % 2) for i in range(1, 200)])
+    out = tmp_path / "layout.yaml"
+    assert main(["configure-queues", "--trace", str(trace), "--machine", "flat:32",
+                 "--method", "pp", "--out", str(out)]) == 0
+    layout, nodes = read_layout(out)
+    assert nodes == 32 and sum(q.nodes for q in layout.queues) == 32
+    assert sorted(q.name for q in layout.queues) == ["0", "1"]
+
+
+def test_configure_queues_says_why_a_history_cannot_be_partitioned(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cobaltlite.qsim.cli import main
+
+    # Both queues hold a whole-machine job: no partitioned layout can run them.
+    trace = _swf(tmp_path / "history.swf", [(1, 0, 60, 32, 0), (2, 10, 60, 32, 1)])
+    assert main(["configure-queues", "--trace", str(trace), "--machine", "flat:32",
+                 "--method", "pp"]) == 1
+    assert "lower bounds need 64 nodes; the machine has 32" in capsys.readouterr().err

@@ -23,6 +23,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cobaltlite.errors import InputError
 from cobaltlite.partitioning.evaluate import PartitionEvaluator
@@ -177,7 +178,8 @@ def nlp_sizes(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
     def full(z: Sequence[float]) -> list[float]:
         return [*z, 1.0 - sum(z)]
 
-    constraints = [{"type": "ineq", "fun": lambda z: full(z)[-1] - lb[-1]}]
+    constraints: list[dict[str, Any]] = [
+        {"type": "ineq", "fun": lambda z: full(z)[-1] - lb[-1]}]
     for i, j in itertools.permutations(range(len(queues)), 2):
         if hours[i] >= hours[j] > 0:
             ratio = (1 - tolerance) * hours[i] / hours[j]

@@ -43,11 +43,12 @@ class Step:
     mean_wait: float
 
 
-SplitRule = Callable[[PartitionedQueue, Sequence[TraceJob]], tuple[list[JobClass], list[JobClass]] | None]
+Halves = tuple[list[JobClass], list[JobClass]]
+SplitRule = Callable[[PartitionedQueue, Sequence[TraceJob]], Halves | None]
 
 
 def _cut(queue: PartitionedQueue, by: str, last_low: int
-         ) -> tuple[list[JobClass], list[JobClass]] | None:
+         ) -> Halves | None:
     low: list[JobClass] = []
     high: list[JobClass] = []
     for c in queue.classes:
@@ -60,7 +61,7 @@ def _cut(queue: PartitionedQueue, by: str, last_low: int
 
 
 def split_by_run_time(queue: PartitionedQueue, jobs: Sequence[TraceJob]
-                      ) -> tuple[list[JobClass], list[JobClass]] | None:
+                      ) -> Halves | None:
     """Jobs asking for less than half the queue's time limit (its longest job's request when
     it has none) against the rest."""
     limit = queue.time_range[1]
@@ -85,13 +86,13 @@ def _size_cut(jobs: Sequence[TraceJob], weight: Callable[[TraceJob], float]
 
 
 def split_by_cpu_hours(queue: PartitionedQueue, jobs: Sequence[TraceJob]
-                       ) -> tuple[list[JobClass], list[JobClass]] | None:
+                       ) -> Halves | None:
     last = _size_cut(jobs, lambda j: j.nodes * j.run_time)
     return None if last is None else _cut(queue, "nodes", last)
 
 
 def split_by_job_count(queue: PartitionedQueue, jobs: Sequence[TraceJob]
-                       ) -> tuple[list[JobClass], list[JobClass]] | None:
+                       ) -> Halves | None:
     last = _size_cut(jobs, lambda j: 1.0)
     return None if last is None else _cut(queue, "nodes", last)
 
@@ -104,7 +105,7 @@ SPLIT_RULES: tuple[tuple[str, SplitRule], ...] = (
 
 
 def halves(queue: PartitionedQueue, jobs: Sequence[TraceJob],
-           classes: tuple[list[JobClass], list[JobClass]]) -> tuple[PartitionedQueue, ...] | None:
+           classes: Halves) -> tuple[PartitionedQueue, ...] | None:
     """The two queues of a split, with the parent's nodes shared by CPU hours; None when a half
     would take no job or the nodes cannot hold each half's largest job."""
     parts = [PartitionedQueue(f"{queue.name}.{i + 1}", tuple(c), 1, queue.priority, queue.name)
@@ -173,14 +174,14 @@ def reshape(layout: QueueLayout, evaluator: PartitionEvaluator,
             i += 1
     while True:
         pairs = [(a, b) for k, a in enumerate(queues) for b in queues[k + 1:] if may_merge(a, b)]
-        options = [[q for q in queues if q is not a and q is not b] + [merged(a, b)]
-                   for a, b in pairs]
-        scores = evaluator.evaluate_all([layout.with_queues(q) for q in options])
-        best = min(range(len(options)), key=lambda k: scores[k].mean_wait, default=None)
+        merges = [[q for q in queues if q is not a and q is not b] + [merged(a, b)]
+                  for a, b in pairs]
+        scores = evaluator.evaluate_all([layout.with_queues(q) for q in merges])
+        best = min(range(len(merges)), key=lambda k: scores[k].mean_wait, default=None)
         if best is None or scores[best].mean_wait >= current.mean_wait:
             break
         a, b = pairs[best]
-        queues = options[best]
+        queues = merges[best]
         current = scores[best]
         steps.append(Step("merge", (a.name, b.name), (queues[-1].name,), current.mean_wait))
     return layout.with_queues(queues), current, steps
