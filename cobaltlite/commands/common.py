@@ -97,6 +97,20 @@ def run_command(prog: str, body: Callable[[], int]) -> int:
         return 128 + signal.SIGPIPE
 
 
+def run_listing(prog: str, description: str, argv: Sequence[str] | None,
+                lines: Callable[[], Sequence[str]]) -> int:
+    """A command without options but --help and --version that prints `lines()` (partlist,
+    nodelist, slpstat)."""
+    parser = CommandParser(prog=prog, add_help=False, description=description)
+    add_help_option(parser)
+
+    def body() -> int:
+        parser.parse_args(argv)
+        print_lines(lines())
+        return 0
+    return run_command(prog, body)
+
+
 # ---- job ids -----------------------------------------------------------------------------------
 
 

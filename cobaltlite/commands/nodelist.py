@@ -12,34 +12,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from cobaltlite.commands.common import (
-    CommandError,
-    CommandParser,
-    add_help_option,
-    format_table,
-    print_lines,
-    run_command,
-)
+from cobaltlite.commands.common import CommandError, format_table, run_listing
 from cobaltlite.commands.places import places_with_queues
 
 PROG = "nodelist"
 
 
-def build_parser() -> CommandParser:
-    parser = CommandParser(prog=PROG, add_help=False,
-                           description="List the nodes of a flat cluster: Host, Queue, State, "
-                           "Job. On a Blue Gene/P machine use partlist.")
-    add_help_option(parser)
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(PROG, lambda: _run(build_parser().parse_args(argv)))
-
-
-def _run(_args: Any) -> int:
-    print_lines(node_table(places_with_queues()))
-    return 0
+    return run_listing(PROG, "List the nodes of a flat cluster: Host, Queue, State, Job. On a "
+                       "Blue Gene/P machine use partlist.", argv,
+                       lambda: node_table(places_with_queues()))
 
 
 def node_table(rows: Sequence[dict[str, Any]]) -> list[str]:

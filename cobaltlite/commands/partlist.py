@@ -16,13 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cobaltlite.commands.common import (
-    CommandParser,
-    add_help_option,
-    format_table,
-    print_lines,
-    run_command,
-)
+from cobaltlite.commands.common import format_table, run_listing
 from cobaltlite.commands.places import places_with_queues, scheduler_backfill
 
 PROG = "partlist"
@@ -30,25 +24,20 @@ BACKFILL_MARGIN = 90.0
 """Cobalt's partlist shows the drain window less 90 s (partlist.py:56-118)."""
 
 
-def build_parser() -> CommandParser:
-    parser = CommandParser(prog=PROG, add_help=False,
-                           description="List the machine's schedulable partitions and their "
-                           "state: Name, Queue, State, Backfill (the window a backfilled job "
-                           "has on a draining block), Size, Job; a P_f column shows the failure "
-                           "chance now of blocks the failure forecast gives one.")
-    add_help_option(parser)
-    return parser
+DESCRIPTION = ("List the machine's schedulable partitions and their state: Name, Queue, State, "
+               "Backfill (the window a backfilled job has on a draining block), Size, Job; a "
+               "P_f column shows the failure chance now of blocks the failure forecast gives "
+               "one.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(PROG, lambda: _run(build_parser().parse_args(argv)))
+    return run_listing(PROG, DESCRIPTION, argv, _lines)
 
 
-def _run(_args: Any) -> int:
+def _lines() -> list[str]:
     rows = [r for r in places_with_queues() if r["managed"] and r["scheduled"]
             and r["functional"]]
-    print_lines(partition_table(rows, scheduler_backfill(), time.time()))
-    return 0
+    return partition_table(rows, scheduler_backfill(), time.time())
 
 
 def partition_table(rows: Sequence[dict[str, Any]], backfill: Mapping[str, float],

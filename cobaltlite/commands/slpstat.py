@@ -13,37 +13,22 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from cobaltlite.cli import START_ORDER, running_pid
-from cobaltlite.commands.common import (
-    CommandError,
-    CommandParser,
-    add_help_option,
-    format_table,
-    print_lines,
-    run_command,
-)
+from cobaltlite.commands.common import CommandError, format_table, run_listing
 from cobaltlite.config import load_config
 from cobaltlite.errors import CobaltliteError
 
 PROG = "slpstat"
 
 
-def build_parser() -> CommandParser:
-    parser = CommandParser(prog=PROG, add_help=False,
-                           description="List the running components of this cobaltlite "
-                           "instance (COBALTLITE_STATE_DIR): Name, Location (address), Update "
-                           "Time (when it started).")
-    add_help_option(parser)
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(PROG, lambda: _run(build_parser().parse_args(argv)))
+    return run_listing(PROG, "List the running components of this cobaltlite instance "
+                       "(COBALTLITE_STATE_DIR): Name, Location (address), Update Time (when it "
+                       "started).", argv, _lines)
 
 
-def _run(_args: Any) -> int:
+def _lines() -> list[str]:
     try:
         config = load_config()
     except CobaltliteError as exc:
@@ -57,8 +42,7 @@ def _run(_args: Any) -> int:
     if not rows:
         raise CommandError(f"no component of the instance in {config.state_dir} is running "
                            "(start them with `cobaltlite up`)")
-    print_lines(format_table(["Name", "Location", "Update Time"], rows))
-    return 0
+    return format_table(["Name", "Location", "Update Time"], rows)
 
 
 if __name__ == "__main__":
