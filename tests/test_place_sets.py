@@ -179,3 +179,19 @@ def test_an_unreadable_file_leaves_the_machine_as_described(tmp_path) -> None:
     machine, keeper = _keeper(path)
     assert keeper.state == PlaceAdmin()
     assert machine.find_location(6, 60, 0) == "0-5"
+
+
+@SETTINGS
+@given(data=st.data(), kind=st.sampled_from([FLAT8, BGP]), backfill=st.sampled_from(SCHEMES))
+def test_a_disabled_block_or_down_node_never_gets_a_job(data, kind, backfill) -> None:
+    jobs = data.draw(workloads(kind))
+    machine = kind.build()
+    names = [str(n) for n in range(kind.nodes)] if kind.is_flat else machine.names
+    disabled = data.draw(st.sets(st.sampled_from(names), max_size=len(names) // 2))
+    for name in disabled:
+        machine.set_scheduled(name, False)
+    outcomes = Qsim(jobs, machine, builtin_policy("fcfs"), Backfill(backfill)).run().outcomes
+    for outcome in outcomes:
+        held = ({str(n) for n in range(kind.nodes) if ranges_to_mask(outcome.location) >> n & 1}
+                if kind.is_flat else {outcome.location})
+        assert not held & disabled, f"job {outcome.jobid} ran on {outcome.location}"
