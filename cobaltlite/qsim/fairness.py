@@ -10,6 +10,8 @@ time"); every table says which one it used:
   arrivals, until the job starts. A job that really started before the next arrival (with the
   same settings still in force) needs no fork: up to that arrival the fork and the replay are the
   same run, so its FST is its start.
+  Under FCFS, W = 1, EASY or no backfilling, whole times and a flat machine, one fork serves
+  consecutive jobs (`_SharedFork`; docs/metric-aware.md, D000-5, "Shared forks").
 * ``estimate`` (cheaper): one plan at the submission instant. The running jobs end at their
   requested times; the queued jobs, in the policy's rank order at that instant, each start now if
   they fit or reserve their earliest place (conservative backfilling's plan); the job's place in
