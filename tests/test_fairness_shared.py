@@ -45,13 +45,22 @@ def test_a_job_that_passes_an_earlier_one_is_started_in_the_forks_after_it():
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data(), st.sampled_from([FLAT4, FLAT8]), st.sampled_from(["easy", "none"]))
-def test_shared_forks_give_every_job_its_own_forks_result(data, kind, backfill):
+@given(st.data(), st.sampled_from([FLAT4, FLAT8]), st.sampled_from(["easy", "none"]),
+       st.lists(st.integers(0, 30), max_size=3))
+def test_shared_forks_give_every_job_its_own_forks_result(data, kind, backfill, switches):
     # Up to 25 jobs in 30 s on 4 or 8 nodes: queues form, later jobs backfill past earlier
-    # ones, and a run time above the requested time ends the job at its limit.
+    # ones, and a run time above the requested time ends the job at its limit. W is 1, or 2
+    # after an odd number of `switches` (as a tuner would set it): a job submitted under other
+    # settings than a shared fork's must not join it, and W = 2 forks are never shared.
     jobs = data.draw(workloads(kind, max_jobs=25, span=30, oversize=False))
     outcomes = Qsim(jobs, kind.build(), FCFS, Backfill(backfill)).run().outcomes
-    shared, alone = both_ways(outcomes, kind.build, Backfill(backfill))
+
+    def settings_at(t: float) -> Settings:
+        return Settings(FCFS, 1 + sum(1 for s in switches if s <= t) % 2)
+
+    shared = fair_start_times(outcomes, kind.build(), Backfill(backfill), settings_at, "replay")
+    alone = fair_start_times(outcomes, kind.build(), Backfill(backfill), settings_at, "replay",
+                             share_forks=False)
     assert shared == alone
 
 
