@@ -140,17 +140,17 @@ def test_a_queue_runs_where_it_is_listed_else_on_places_listing_none(state, queu
     assert PlaceAdmin.from_json(json.loads(json.dumps(state.to_json()))) == state
 
 
-def _keeper(path, waiting=None):
+def _keeper(path):
     machine = FlatMachine(FlatDescription("flat", 6))
-    return machine, PlaceKeeper(machine, path, (lambda: waiting) if waiting else None)
+    return machine, PlaceKeeper(machine, path)
 
 
 def test_the_system_keeps_changes_across_a_restart_and_refuses_bad_ones(tmp_path) -> None:
     path = tmp_path / "places-admin"
     waiting = {"default": 1, "prod": 0}
-    machine, keeper = _keeper(path, waiting)
-    keeper.change("disable", ["0", "1"], [], False, {})
-    keeper.change("queue", ["5"], ["prod"], False, {})
+    machine, keeper = _keeper(path)
+    keeper.change("disable", ["0", "1"], [], False, {}, waiting)
+    keeper.change("queue", ["5"], ["prod"], False, {}, waiting)
     assert machine.find_location(1, 60, 0) == "2"
     saved = path.read_text()
     for action, places, queues, why in (
@@ -160,11 +160,11 @@ def test_the_system_keeps_changes_across_a_restart_and_refuses_bad_ones(tmp_path
             ("queue", ["0", "1", "2", "3", "4"], ["prod"],
              "queue default (1 waiting) would be left")):
         with pytest.raises(ValueError, match=re.escape(why)):
-            keeper.change(action, places, queues, False, {})
+            keeper.change(action, places, queues, False, {}, waiting)
         assert path.read_text() == saved
     # Down nodes still count as a place (they come back); forced, no node is left to default.
-    keeper.change("queue", ["2", "3", "4"], ["prod"], False, {})
-    keeper.change("queue", ["0", "1"], ["prod"], True, {})
+    keeper.change("queue", ["2", "3", "4"], ["prod"], False, {}, waiting)
+    keeper.change("queue", ["0", "1"], ["prod"], True, {}, waiting)
 
     machine, again = _keeper(path)
     assert again.state == keeper.state

@@ -18,7 +18,7 @@ ValueError naming what is wrong), written, and only then applied.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -36,6 +36,8 @@ BLOCK_ONLY = ("add", "delete", "activate", "deactivate")
 """Actions for Blue Gene/P blocks only: a flat node is brought down and up instead."""
 QUEUE_ACTIONS = ("queue", "appq", "rmq")
 ACTIONS = (*BLOCK_ONLY, "enable", "disable", *QUEUE_ACTIONS)
+CHECKED_WITH_QUEUES = (*QUEUE_ACTIONS, "delete")
+"""Actions that can leave a queue without a place: they need the queue manager's waiting jobs."""
 
 
 @dataclass(frozen=True)
@@ -145,17 +147,14 @@ def allowed_places(place_map: Mapping[str, Any], queue: str) -> frozenset[str] |
 class PlaceKeeper:
     """The live system's `PlaceAdmin`: checked, written to `path`, applied to the machine.
 
-    `waiting_jobs()` returns {queue name: jobs of it not yet started} for every queue the queue
-    manager has (it raises when the queue manager cannot be reached). A change is refused,
-    nothing changed, when it names an unknown place or queue, deletes a block a job holds, or
-    would leave a queue with waiting jobs no place to run on (unless forced).
+    A change is refused, nothing changed, when it names an unknown place or queue, deletes a
+    block a job holds, or would leave a queue with waiting jobs no place to run on (unless
+    forced).
     """
 
-    def __init__(self, machine: Machine, path: Path,
-                 waiting_jobs: Callable[[], Mapping[str, int]] | None) -> None:
+    def __init__(self, machine: Machine, path: Path) -> None:
         self.machine = machine
         self.path = path
-        self._waiting_jobs = waiting_jobs
         self.flat = isinstance(machine, FlatMachine)
         self.places: list[str] = ([str(n) for n in range(machine.total_nodes)] if self.flat
                                   else list(cast(BGPMachine, machine).names))
@@ -181,9 +180,10 @@ class PlaceKeeper:
         self._adopt(saved)
 
     def change(self, action: str, places: list[str], queues: list[str], force: bool,
-               held: Mapping[int, str]) -> PlaceAdmin:
-        """Check and make one change; `held` is job id -> place held now. ValueError saying
-        what is wrong and that nothing changed."""
+               held: Mapping[int, str], waiting: Mapping[str, int] | None) -> PlaceAdmin:
+        """Check and make one change; `held` is job id -> place held now, `waiting` the queue
+        manager's {queue: jobs not yet started} for every queue (for CHECKED_WITH_QUEUES; None:
+        not checked). ValueError saying what is wrong and that nothing changed."""
         kind = "node" if self.flat else "block"
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}")
@@ -202,20 +202,15 @@ class PlaceKeeper:
                 raise ValueError(f"nothing changed: {', '.join(busy)} held by a running job; "
                                  "delete it when the job has ended")
         new = self.state.changed(action, places, queues)
-        if action in QUEUE_ACTIONS or action == "delete":
-            self._check_queues(new, queues if action in ("queue", "appq") else [], force)
+        if waiting is not None and action in CHECKED_WITH_QUEUES:
+            self._check_queues(new, queues if action in ("queue", "appq") else [], waiting,
+                               force)
         write_json(self.path, new.to_json())
         self._adopt(new)
         return new
 
-    def _check_queues(self, new: PlaceAdmin, named: list[str], force: bool) -> None:
-        if self._waiting_jobs is None:
-            return
-        try:
-            waiting = self._waiting_jobs()
-        except Exception as exc:  # the queue manager down or failing: say so, change nothing
-            raise ValueError(f"nothing changed: cannot check queues with the queue manager "
-                             f"({exc})") from None
+    def _check_queues(self, new: PlaceAdmin, named: list[str], waiting: Mapping[str, int],
+                      force: bool) -> None:
         unknown = [q for q in named if q not in waiting]
         if unknown:
             raise ValueError("nothing changed: " + ", ".join(

@@ -68,7 +68,7 @@ from cobaltlite.errors import MachineError
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.system import procfs
-from cobaltlite.system.admin import PlaceKeeper
+from cobaltlite.system.admin import CHECKED_WITH_QUEUES, PlaceKeeper
 from cobaltlite.system.files import write_json
 from cobaltlite.system.forecast import ForecastKeeper
 
@@ -126,7 +126,8 @@ class SystemService:
         self._refresh_forecast()
         self._readopt()
         self._fail_again()
-        self.places = PlaceKeeper(self.machine, self.dir / "places-admin", waiting_jobs)
+        self._waiting_jobs = waiting_jobs
+        self.places = PlaceKeeper(self.machine, self.dir / "places-admin")
 
     # ---- what others ask ----------------------------------------------------------------
 
@@ -274,9 +275,18 @@ class SystemService:
                    by: str) -> dict[str, Any]:
         """One partadm/nodeadm change, all or nothing (PlaceKeeper.change); returns the new
         state as `PlaceAdmin.to_json` writes it."""
+        waiting = None
+        if self._waiting_jobs is not None and action in CHECKED_WITH_QUEUES:
+            # Asked before taking the lock: the queue manager may be waiting on it (a launch).
+            try:
+                waiting = self._waiting_jobs()
+            except Exception as exc:  # the queue manager down or failing: change nothing
+                raise ValueError(f"nothing changed: cannot check queues with the queue "
+                                 f"manager ({exc})") from None
         with self._lock:
             try:
-                state = self.places.change(action, places, queues, force, self.machine.held_by())
+                state = self.places.change(action, places, queues, force,
+                                           self.machine.held_by(), waiting)
             except OSError as exc:
                 raise ValueError(f"nothing changed: {exc}") from None
             log.warning("places administered", action=action, places=places, queues=queues,
