@@ -39,6 +39,7 @@ class SystemView(Protocol):
         ...
 
     def place_sets(self) -> Mapping[str, PlaceSet]:
-        """Queue name -> the places its jobs may run on, read once per pass after `machine`;
-        queues absent may run anywhere. Empty (no mapping) leaves scheduling unchanged."""
+        """Queue name -> the places its jobs may run on, read once per pass after `machine`
+        and `schedulable_jobs` (so it may cover just the queues of that pass's jobs); queues
+        absent may run anywhere. Empty (no mapping) leaves scheduling unchanged."""
         ...
