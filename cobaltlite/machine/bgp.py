@@ -420,6 +420,17 @@ class BGPPlanner:
         self.commit(location, duration)
         return True
 
+    def book(self, places: frozenset[str], start: float, end: float,
+             wires: bool = True) -> None:
+        m = self._m
+        mask = 0
+        for name in places:
+            i = m.index.get(name)
+            if i is not None:  # setres checked the names; a block since removed holds nothing
+                mask |= m.conflict[i] if wires else m._sharing_cards[i] | (1 << i)
+        if mask and end > self._now:
+            self._reservations.append((start, end, mask))
+
     def commit(self, location: str, duration: float) -> None:
         m = self._m
         i = m.index[location]

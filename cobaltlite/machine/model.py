@@ -78,6 +78,15 @@ class Planner(Protocol):
         `duration` seconds, although it has NOT started, and return True; else False."""
         ...
 
+    def book(self, places: frozenset[str], start: float, end: float,
+             wires: bool = True) -> None:
+        """Hold `places` over [start, end) for an admin's reservation (setres): every place
+        sharing hardware with them is then unavailable to this plan's jobs over that time,
+        exactly as if a job held them, so `location_now`, `reserve_earliest` and `plan_now`
+        (EASY and conservative alike) plan around it. `wires=False` (Cobalt's
+        --allow_passthrough) leaves free the Blue Gene/P blocks that only share a wire."""
+        ...
+
 
 NOT_IN_SERVICE = (float("inf"), "")
 """What `Planner.reserve_earliest` returns when every place of the size asked is out of service

@@ -20,6 +20,7 @@ class SchedulableJob(Protocol):
     wall_time: float   # requested seconds: what plans and reservations use
     score: float
     threshold: float   # the fallback threshold (seed 003 §IV-A)
+    queue: str         # read only when there are reservations (their queues' jobs)
 
 
 class QueueManagerView(Protocol):
