@@ -46,6 +46,16 @@ class Window:
     end: float
     block_passthrough: bool = False
 
+    def to_row(self) -> list[Any]:
+        """Compact, for the scheduler over RPC: [name, queue, places, start, end, wires]."""
+        return [self.name, self.queue, sorted(self.places), self.start, self.end,
+                self.block_passthrough]
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Window:
+        name, queue, places, start, end, wires = row
+        return cls(name, queue, frozenset(places), start, end, wires)
+
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
