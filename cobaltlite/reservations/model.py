@@ -207,6 +207,8 @@ def split_list(text: str | Sequence[str] | None) -> list[str]:
     """Cobalt's ':'-separated lists (`-p R00-M0:R00-M1`, `-u alice:bob`); lists pass through."""
     if text is None:
         return []
+    if isinstance(text, int | float):  # a YAML file's bare node number
+        text = str(text)
     items = text.split(":") if isinstance(text, str) else list(text)
     return [str(item).strip() for item in items if str(item).strip()]
 
