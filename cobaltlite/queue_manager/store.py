@@ -677,8 +677,8 @@ class JobStore:
                 if conn.execute(update(queues_table).where(queues_table.c.name == name)
                                 .values(**change)).rowcount != 1:
                     conn.execute(insert(queues_table).values(
-                        name=name, policy=change.get("policy", "default"), priority=0,
-                        **{"restrictions": {}, **change}))
+                        **{"name": name, "policy": "default", "priority": 0,
+                           "restrictions": {}, **change}))
 
     def next_reservation_id(self) -> int:
         """Cobalt's res_id: a counter that never repeats (made on first use)."""

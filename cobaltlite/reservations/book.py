@@ -226,8 +226,8 @@ class ReservationBook:
 
     def _write(self, when: float, kind: str, res: Reservation | str,
                fields: Mapping[str, Any]) -> None:
-        if isinstance(res, str):
-            self._accounting.write(when, kind, res, fields)
+        if isinstance(res, str):  # a refused request (U): no res_id, a name maybe unusable
+            self._accounting.write(when, kind, "-", {"name": res, **fields})
             return
         self._accounting.write(when, kind, res.res_id, {
             "name": res.name, "queue": res.queue_name, "start": f"{res.start:.0f}",
