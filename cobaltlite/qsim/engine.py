@@ -45,7 +45,7 @@ from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.jobs import lifecycle, queues
 from cobaltlite.jobs.lifecycle import JobStatus
 from cobaltlite.jobs.queues import QueueLoad, SettingError
-from cobaltlite.machine.model import Machine
+from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
 from cobaltlite.reservations.model import Reservation, Window
@@ -154,6 +154,8 @@ class Qsim:
         a reservation's own queue `R.<name>` exists for the replay.
         """
         self._machine = machine
+        self.queue_places: dict[str, PlaceSet] = {}
+        """Queue name -> the places its jobs may run on (empty: every queue runs anywhere)."""
         self.policy = policy
         self.observer = observer or ReplayObserver()
         self.skipped: list[str] = []
@@ -354,7 +356,7 @@ class Qsim:
     def windows(self) -> list[Window]:
         """The reservation periods that end after now (the scheduler's bookings)."""
         now = self.clock.now()
-        return [w for res in self._reservations for w in res.windows(now)]
+        return [w for res in self._reservations for w in res.windows(now, self._machine)]
 
     def _next_boundary(self, after: float) -> float:
         """The first reservation period start or end later than `after` (inf: none)."""
@@ -368,6 +370,9 @@ class Qsim:
 
     def machine(self) -> Machine:
         return self._machine
+
+    def place_sets(self) -> Mapping[str, PlaceSet]:
+        return self.queue_places
 
     def allocations(self) -> list[dict[str, float | int | str]]:
         return [{"jobid": job.jobid, "location": job.location,
@@ -395,7 +400,8 @@ class Qsim:
         give_up = inf  # with only reservation boundaries left: one full cycle of them
         # Jobs left queued while a repair is pending wait for it: the replay is not over; jobs
         # left queued while a reservation is ahead wait for it too.
-        while next_i < total or ends or (queue and (repairs or next_window <= give_up)):
+        while next_i < total or ends or (queue and (
+                repairs or (next_window < inf and next_window <= give_up))):
             t = min(
                 pending[next_i].submit_time if next_i < total else inf, ends[0][0] if ends else inf
             )

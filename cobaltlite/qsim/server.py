@@ -31,8 +31,9 @@ class QsimQueueManagerAPI:
         return self._qsim.clock.now()
 
     def schedulable_jobs(self) -> list[list[Any]]:
-        """Rows (jobid, size, wall_time, score, threshold), as the queue manager sends them."""
-        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold]
+        """Rows (jobid, size, wall_time, score, threshold, queue), as the queue manager sends
+        them."""
+        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold, j.queue]
                 for j in self._qsim.schedulable_jobs()]
 
     def start_job(self, jobid: int, location: str) -> bool:

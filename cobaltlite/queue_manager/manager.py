@@ -747,8 +747,9 @@ class QueueManager:
                     if job.jobid in adjusted and job.jobid not in kept:
                         job.score += adjusted[job.jobid]
         self._score_writer.submit({j.jobid: j.score for j in ready})
-        # Compact rows (jobid, size, wall_time, score, threshold): a pass may carry 10,000.
-        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold] for j in ready]
+        # Compact rows (jobid, size, wall_time, score, threshold, queue): a pass may carry
+        # 10,000. The queue says where a job may run (queues mapped to places, reservations).
+        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold, j.queue] for j in ready]
 
     def _inputs(self, now: float) -> PassInputs:
         limits = self.limits()

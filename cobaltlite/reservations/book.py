@@ -179,7 +179,8 @@ class ReservationBook:
         with self._lock:
             now = self._clock.now()
             self._tick(now)
-            return [w.to_row() for r in self._all() for w in r.windows(now)]
+            machine = self._machine_model()
+            return [w.to_row() for r in self._all() for w in r.windows(now, machine)]
 
     # ---- time -----------------------------------------------------------------------------
 

@@ -37,7 +37,9 @@ class ReservationError(InputError):
 @dataclass(frozen=True, slots=True)
 class Window:
     """What the scheduler sees of a reservation for one pass: `places` are held over
-    [start, end) for the jobs of `queue` (which run only there and then)."""
+    [start, end) for the jobs of `queue`, which run only there and then, on the places of
+    `inside`: the reserved places and, on Blue Gene/P, every block within them (Cobalt ran a
+    reservation's jobs on its blocks' children too, reference §5)."""
 
     name: str
     queue: str
@@ -45,16 +47,17 @@ class Window:
     start: float
     end: float
     block_passthrough: bool = False
+    inside: frozenset[str] = frozenset()
 
     def to_row(self) -> list[Any]:
-        """Compact, for the scheduler over RPC: [name, queue, places, start, end, wires]."""
+        """Compact, for the scheduler over RPC."""
         return [self.name, self.queue, sorted(self.places), self.start, self.end,
-                self.block_passthrough]
+                self.block_passthrough, sorted(self.inside)]
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Window:
-        name, queue, places, start, end, wires = row
-        return cls(name, queue, frozenset(places), start, end, wires)
+        name, queue, places, start, end, wires, inside = row
+        return cls(name, queue, frozenset(places), start, end, wires, frozenset(inside))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +117,12 @@ class Reservation:
         return replace(self, start=self.start + skipped * self.cycle,
                        res_id=self.res_id + 1, began=False), skipped
 
-    def windows(self, since: float, places: frozenset[str] | None = None) -> list[Window]:
-        chosen = frozenset(self.places) if places is None else places
-        return [Window(self.name, self.queue_name, chosen, start, end, self.block_passthrough)
-                for start, end in self.periods(since)]
+    def windows(self, since: float, machine: Machine) -> list[Window]:
+        """The periods ending after `since`, as the scheduler books them."""
+        places = frozenset(self.places)
+        inside = machine.places_within(places)
+        return [Window(self.name, self.queue_name, places, start, end, self.block_passthrough,
+                       inside) for start, end in self.periods(since)]
 
     def to_row(self) -> dict[str, Any]:
         row = asdict(self)

@@ -17,6 +17,10 @@ The order of one pass, which docs/architecture.md restates for users:
 
 A pass starts everything that can start at this instant, so Qsim runs one pass per event time.
 
+A queue mapped to places (partadm --queue; `SystemView.place_sets`, read once per pass) has its
+jobs placed, drained and reserved only there; jobs of other queues go anywhere, as without a
+mapping (docs/administration.md).
+
 Reservations (setres; cobaltlite/reservations), when there are any, come first, as in Cobalt's
 bgsched (reference §5 step 6): each job of a reservation's queue starts only inside an open
 period of it, on its places, and only if it ends by the period's end (Cobalt refuses a job that
@@ -36,14 +40,14 @@ reservations, conservative protects every reservation. W = 1 takes the path abov
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import permutations
 from operator import attrgetter
 
 from cobaltlite.clock import Clock
-from cobaltlite.machine.model import Machine, Planner
+from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.reservations.model import Window
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
 
@@ -91,6 +95,7 @@ class Scheduler:
         self.backfill = Backfill(backfill)
         self.window = check_window(window)
         self.reservations = reservations
+        self._places: Mapping[str, PlaceSet] | None = None  # this pass's queue -> place set
 
     def iterate(self) -> PassReport:
         report = PassReport()
@@ -104,6 +109,7 @@ class Scheduler:
         jobs.sort(key=_by_jobid)
         jobs.sort(key=_by_score, reverse=True)
         now = self.clock.now()
+        self._places = self.system.place_sets() or None
         windows = self.reservations() if self.reservations is not None else ()
         booked: Planner | None = None
         if windows:
@@ -132,7 +138,7 @@ class Scheduler:
             return report
 
         planner = booked if booked is not None else machine.planner(now)
-        start, where = planner.reserve_earliest(top.size, top.wall_time)
+        start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
         report.drain = (top.jobid, where, start)
         if self.backfill is Backfill.EASY:
             self._backfill_easy(waiting, machine, planner, report)
@@ -157,8 +163,7 @@ class Scheduler:
                 continue
             for w in periods:
                 if w.start <= now and now + job.wall_time <= w.end:
-                    location = machine.find_location(job.size, job.wall_time, now,
-                                                     allowed=w.places)
+                    location = machine.find_location(job.size, job.wall_time, now, w.inside)
                     if location is not None and self._start(job, location, report):
                         break
         return others
@@ -168,10 +173,11 @@ class Scheduler:
         """Start `job` on its lowest-cost free place, found through the booked planner when
         there are reservations: True if started, False if the start was refused, None if no
         place fits now."""
+        allowed = self._allowed(job)
         if booked is None:
-            location = machine.find_location(job.size, job.wall_time, now)
+            location = machine.find_location(job.size, job.wall_time, now, allowed)
         else:
-            location = booked.location_now(job.size, job.wall_time)
+            location = booked.location_now(job.size, job.wall_time, allowed)
         if location is None:
             return None
         if not self._start(job, location, report):
@@ -185,12 +191,21 @@ class Scheduler:
         booked: Planner | None = None,
     ) -> int | None:
         """Start jobs in rank order while they fit; return the index of the top job, if any."""
+        places = self._places
         for i, job in enumerate(jobs):
-            if self._start_now(job, machine, now, report, booked) is None:
-                if machine.allocation_size(job.size) is None:
-                    report.unplaceable.append(job.jobid)
+            if booked is None:  # the common case, inline: a pass may rank 10,000 jobs
+                location = machine.find_location(
+                    job.size, job.wall_time, now,
+                    None if places is None else places.get(job.queue))
+                if location is not None:
+                    self._start(job, location, report)
                     continue
-                return i
+            elif self._start_now(job, machine, now, report, booked) is not None:
+                continue
+            if machine.allocation_size(job.size) is None:
+                report.unplaceable.append(job.jobid)
+                continue
+            return i
         return None
 
     def _place_window(
@@ -207,12 +222,13 @@ class Scheduler:
                 rest.append(job)
         planner = booked if booked is not None else machine.planner(now)
         for job in self._least_makespan_order(window, planner, now):
-            location = planner.location_now(job.size, job.wall_time)
+            allowed = self._allowed(job)
+            location = planner.location_now(job.size, job.wall_time, allowed)
             if location is not None:
                 if self._start(job, location, report):
                     planner.commit(location, job.wall_time)
                 continue
-            start, where = planner.reserve_earliest(job.size, job.wall_time)
+            start, where = planner.reserve_earliest(job.size, job.wall_time, allowed)
             report.reserved.append((job.jobid, where, start))
         if report.reserved:
             report.drain = report.reserved[0]
@@ -221,9 +237,8 @@ class Scheduler:
         elif self.backfill is Backfill.CONSERVATIVE:
             self._backfill_conservative(rest, machine, planner, report)
 
-    @staticmethod
     def _least_makespan_order(
-        window: list[SchedulableJob], base: Planner, now: float
+        self, window: list[SchedulableJob], base: Planner, now: float
     ) -> tuple[SchedulableJob, ...]:
         """The order of `window` whose greedy plan ends its last job first; rank order on ties.
 
@@ -232,14 +247,15 @@ class Scheduler:
         is abandoned as soon as one of its jobs ends no earlier than the best makespan so far:
         the makespan only grows as jobs are added.
         """
-        lower = max(_planned_end(base.copy(), job, now) for job in window)
+        allowed = {job.jobid: self._allowed(job) for job in window}
+        lower = max(_planned_end(base.copy(), job, now, allowed[job.jobid]) for job in window)
         best: tuple[SchedulableJob, ...] = tuple(window)
         best_makespan = float("inf")
         for order in permutations(window):
             planner = base.copy()
             makespan = now
             for job in order:
-                end = _planned_end(planner, job, now)
+                end = _planned_end(planner, job, now, allowed[job.jobid])
                 if end > makespan:
                     makespan = end
                 if makespan >= best_makespan:
@@ -253,10 +269,12 @@ class Scheduler:
     def _backfill_easy(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
     ) -> None:
+        places = self._places
         for job in waiting:
             if not machine.has_free_capacity():
                 return
-            location = planner.location_now(job.size, job.wall_time)
+            location = planner.location_now(
+                job.size, job.wall_time, None if places is None else places.get(job.queue))
             if location is not None and self._start(job, location, report):
                 planner.commit(location, job.wall_time)
 
@@ -266,11 +284,16 @@ class Scheduler:
         for job in waiting:
             if not machine.has_free_capacity():
                 return  # later reservations cannot make anything start at this instant
-            location = planner.location_now(job.size, job.wall_time)
+            allowed = self._allowed(job)
+            location = planner.location_now(job.size, job.wall_time, allowed)
             if location is not None and self._start(job, location, report):
                 planner.commit(location, job.wall_time)
             elif machine.allocation_size(job.size) is not None:
-                planner.reserve_earliest(job.size, job.wall_time)
+                planner.reserve_earliest(job.size, job.wall_time, allowed)
+
+    def _allowed(self, job: SchedulableJob) -> PlaceSet | None:
+        """Where `job` may go in this pass: its queue's place set, or None (anywhere)."""
+        return None if self._places is None else self._places.get(job.queue)
 
     def _start(self, job: SchedulableJob, location: str, report: PassReport) -> bool:
         if not self.queue_manager.start_job(job.jobid, location):
@@ -279,11 +302,13 @@ class Scheduler:
         return True
 
 
-def _planned_end(planner: Planner, job: SchedulableJob, now: float) -> float:
+def _planned_end(
+    planner: Planner, job: SchedulableJob, now: float, allowed: PlaceSet | None
+) -> float:
     """Place `job` greedily on the what-if `planner` (start now, else its earliest place)."""
-    if planner.plan_now(job.size, job.wall_time):
+    if planner.plan_now(job.size, job.wall_time, allowed):
         return now + job.wall_time
-    return planner.reserve_earliest(job.size, job.wall_time)[0] + job.wall_time
+    return planner.reserve_earliest(job.size, job.wall_time, allowed)[0] + job.wall_time
 
 
 def check_window(window: int) -> int:
