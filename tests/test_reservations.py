@@ -154,6 +154,34 @@ def test_a_job_that_would_overlap_part_of_a_reservation_takes_the_other_nodes() 
     assert got[1] == (0, "2-3") and got[2] == (100, "2-3") and got[3] == (0, "0")
 
 
+def test_a_reservations_job_runs_inside_it_and_nowhere_else() -> None:
+    res = Reservation("r", start=100, duration=300, places=("2", "3"))
+    got = replay([job(1, wall=100, queue="R.r"),               # waits for the window
+                  job(2, wall=300, run=300, queue="R.r"),     # fits [100, 400) exactly
+                  job(3, wall=301, queue="R.r"),              # would outlast it: never runs
+                  job(4, submit=350, wall=100, queue="R.r"),  # too late to end in time
+                  job(5, nodes=2, wall=1000)], [res])         # a non-member: on 0-1 at once
+    assert starts(got) == {1: (100, "2"), 2: (100, "3"), 5: (0, "0-1")}
+    # Once the reservation is over its queue is dead, as in the live queue manager.
+    assert sorted(got.skipped) == ["job 3: never ran (queue R.r is dead)",
+                                   "job 4: never ran (queue R.r is dead)"]
+
+
+def test_a_cyclic_reservation_rolls_and_its_jobs_run_in_later_periods() -> None:
+    weekly = Reservation("w", start=100, duration=50, places=("0", "1"), cycle=200)
+    got = replay([job(i, nodes=2, wall=50, run=50, queue="R.w") for i in (1, 2, 3)], [weekly])
+    assert starts(got) == {1: (100, "0-1"), 2: (300, "0-1"), 3: (500, "0-1")}
+
+
+def test_on_blue_gene_a_reservations_jobs_may_use_the_blocks_within_it() -> None:
+    rack = Reservation("rack", start=0, duration=1000, places=("ANL-R00-1024",))
+    got = replay([job(1, nodes=512, wall=100, queue="R.rack"),
+                  job(2, nodes=512, wall=100, queue="R.rack"),
+                  job(3, nodes=512, wall=100)], [rack], machine="bgp-2rack")
+    assert starts(got) == {1: (0, "ANL-R00-M0-512"), 2: (0, "ANL-R00-M1-512"),
+                           3: (0, "ANL-R01-M0-512")}
+
+
 def places_of(kind: MachineKind, location: str) -> set[str]:
     """Node numbers (flat) or node cards (Blue Gene/P) of a location."""
     if kind.is_flat:
@@ -194,6 +222,31 @@ def test_no_other_job_ever_overlaps_a_reservation(data, kind: MachineKind, backf
                 assert not held & booked, (
                     f"job {o.jobid} on {o.location} over [{o.start_time}, {planned_end}) "
                     f"overlaps {res.name} on {res.places} over [{start}, {end})")
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from([FLAT4, FLAT8, BGP]),
+       st.sampled_from(["none", "easy", "conservative"]))
+def test_a_reservations_jobs_run_only_inside_its_periods(data, kind: MachineKind,
+                                                          backfill: str) -> None:
+    jobs = data.draw(workloads(kind))
+    reservations = data.draw(reserved(kind))
+    members = set(data.draw(st.lists(st.sampled_from([j.jobid for j in jobs]), unique=True)))
+    for j in jobs:
+        if j.jobid in members:
+            j.queue = "R.r0"
+    machine = kind.build()
+    res = reservations[0]
+    inside = set().union(*(places_of(kind, p) for p in machine.places_within(
+        frozenset(res.places))))
+    result = Qsim(jobs, machine, builtin_policy("fcfs"), Backfill(backfill),
+                  reservations=reservations).run()
+    for o in result.outcomes:
+        if o.queue != "R.r0":
+            continue
+        assert places_of(kind, o.location) <= inside, (o.jobid, o.location, res)
+        assert any(start <= o.start_time and o.start_time + o.requested_time <= end
+                   for start, end in res.periods(o.start_time, count=1)), (o, res)
 
 
 @SETTINGS

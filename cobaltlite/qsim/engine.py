@@ -358,6 +358,17 @@ class Qsim:
         now = self.clock.now()
         return [w for res in self._reservations for w in res.windows(now, self._machine)]
 
+    def _close_ended_reservations(self, now: float) -> None:
+        """A one-off reservation that is over leaves its R.<name> queue dead, as the queue
+        manager does: its jobs still queued never run (a reservation's job runs only inside)."""
+        for res in self._reservations:
+            name = res.queue_name
+            if res.owns_queue and res.is_over(now) and self._queues[name]["state"] != "dead":
+                self._queues[name] = {**self._queues[name], "state": "dead"}
+                for job in [j for j in self._queue.values() if j.queue == name]:
+                    del self._queue[job.jobid]
+                    self._held[job.jobid] = job
+
     def _next_boundary(self, after: float) -> float:
         """The first reservation period start or end later than `after` (inf: none)."""
         best = float("inf")
@@ -419,6 +430,7 @@ class Qsim:
                 if t > give_up:
                     break
                 next_window = self._next_boundary(t)
+                self._close_ended_reservations(t)
             clock.advance_to(t)
             while ends and ends[0][0] == t:
                 _, jobid = heapq.heappop(ends)
