@@ -165,6 +165,8 @@ class Qsim:
             else {name: queues.default_queue(name, policy.name)
                   for name in {tj.queue for tj in jobs}})
         self._reservations = list(reservations or ())
+        self._windows: list[Window] = []
+        self._windows_until = float("-inf")  # windows() recomputes from this time on
         for res in self._reservations:
             if res.queue_name not in self._queues:
                 self._queues[res.queue_name] = queues.default_queue(res.queue_name, policy.name)
@@ -354,9 +356,14 @@ class Qsim:
             self._dependants.setdefault(parent, []).append(job)
 
     def windows(self) -> list[Window]:
-        """The reservation periods that end after now (the scheduler's bookings)."""
+        """The reservation periods that end after now (the scheduler's bookings). The list
+        changes only when one of them ends, so it is kept until then."""
         now = self.clock.now()
-        return [w for res in self._reservations for w in res.windows(now, self._machine)]
+        if now >= self._windows_until:
+            self._windows = [w for res in self._reservations
+                             for w in res.windows(now, self._machine)]
+            self._windows_until = min((w.end for w in self._windows), default=float("inf"))
+        return self._windows
 
     def _close_ended_reservations(self, now: float) -> None:
         """A one-off reservation that is over leaves its R.<name> queue dead, as the queue

@@ -115,8 +115,12 @@ class Scheduler:
         if windows:
             jobs = self._start_reservation_jobs(jobs, windows, machine, now, report)
             booked = machine.planner(now)
+            # A period starting after every job's wall time from now changes no start now;
+            # later passes book it when it comes closer.
+            horizon = now + max((job.wall_time for job in jobs), default=0.0)
             for w in windows:
-                booked.book(w.places, w.start, w.end, w.block_passthrough)
+                if w.start < horizon:
+                    booked.book(w.places, w.start, w.end, w.block_passthrough)
 
         top_index = self._start_in_order(jobs, machine, now, report, booked)
         if top_index is None or not machine.has_free_capacity():
@@ -155,18 +159,16 @@ class Scheduler:
         by_queue: dict[str, list[Window]] = {}
         for w in windows:
             by_queue.setdefault(w.queue, []).append(w)
-        others: list[SchedulableJob] = []
-        for job in jobs:
-            periods = by_queue.get(job.queue)
-            if periods is None:
-                others.append(job)
-                continue
-            for w in periods:
+        members = [job for job in jobs if job.queue in by_queue]
+        if not members:
+            return jobs
+        for job in members:
+            for w in by_queue[job.queue]:
                 if w.start <= now and now + job.wall_time <= w.end:
                     location = machine.find_location(job.size, job.wall_time, now, w.inside)
                     if location is not None and self._start(job, location, report):
                         break
-        return others
+        return [job for job in jobs if job.queue not in by_queue]
 
     def _start_now(self, job: SchedulableJob, machine: Machine, now: float,
                    report: PassReport, booked: Planner | None) -> bool | None:
