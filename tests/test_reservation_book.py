@@ -4,11 +4,10 @@ accounting records, a cyclic one rolls, and a refused request changes nothing.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live import fresh_postgres_database
+from test_persistence import database_url  # noqa: F401 (the fixture: SQLite and PostgreSQL)
 
 from cobaltlite.accounting import AccountingLog
 from cobaltlite.clock import VirtualClock
@@ -19,15 +18,6 @@ from cobaltlite.reservations.book import ReservationBook
 from cobaltlite.reservations.model import ReservationError
 
 T0 = 1_800_000_000.0
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'jobs.db'}"
-        return
-    with fresh_postgres_database() as url:
-        yield url
 
 
 def open_book(url: str, log: Path, clock: VirtualClock) -> tuple[JobStore, ReservationBook]:
@@ -48,7 +38,8 @@ def records(log: Path) -> list[tuple[str, str]]:
     return found
 
 
-def test_reservations_persist_begin_end_and_roll(database_url: str, tmp_path: Path) -> None:
+def test_reservations_persist_begin_end_and_roll(database_url: str,  # noqa: F811 (fixture)
+                                                 tmp_path: Path) -> None:
     log, clock = tmp_path / "accounting.log", VirtualClock(T0)
     store, book = open_book(database_url, log, clock)
     book.add("root", {"name": "once", "start": T0 + 60, "duration": "10", "places": ["0", "1"],
