@@ -13,7 +13,7 @@ import calendar
 import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from cobaltlite.errors import InputError, MachineError
@@ -75,7 +75,6 @@ class Reservation:
     cycle_id: int = 0     # Cobalt's cycle_id: the same for every period
     began: bool = False   # the B record of the current period is written
     created_by: str = ""
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def end(self) -> float:
@@ -173,11 +172,6 @@ def parse_start(text: str | float, now: float, utc: bool = False) -> float:
     if shown != (year, month, day, hour, minute):
         raise ReservationError(f"start {text!r} is not a valid date and time")
     return float(stamp)
-
-
-def format_start(stamp: float) -> str:
-    """As setres reads it back (local time)."""
-    return time.strftime("%Y_%m_%d-%H:%M", time.localtime(stamp))
 
 
 def parse_duration(text: str | int | float, what: str = "duration") -> float:
