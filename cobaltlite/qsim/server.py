@@ -39,6 +39,9 @@ class QsimQueueManagerAPI:
     def start_job(self, jobid: int, location: str) -> bool:
         return self._qsim.start_job(jobid, location)
 
+    def reservation_windows(self) -> list[list[Any]]:
+        return [w.to_row() for w in self._qsim.windows()]
+
 
 @Pyro5.api.expose
 class QsimSystemAPI:

@@ -18,6 +18,7 @@ from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, builtin_policy
+from cobaltlite.reservations.model import Window
 from cobaltlite.system.admin import allowed_places
 from cobaltlite.system.forecast import ForecastEntry, failure_source
 from cobaltlite.tuning.apply import with_balance_factor
@@ -139,6 +140,11 @@ class RemoteSite:
             self._balanced = with_balance_factor(builtin_policy("balanced"), bf)
         inputs = PassInputs(now, self._machine.total_nodes, self._machine.min_block_size)
         self._balanced.score_jobs(jobs, inputs)
+
+    def reservations(self) -> list[Window]:
+        """The reservation periods ending after now (one call per pass; the queue manager
+        keeps them, and moves them on in time as it answers)."""
+        return [Window.from_row(row) for row in self.queue_manager.reservation_windows()]
 
     def start_job(self, jobid: int, location: str) -> bool:
         if not self.queue_manager.start_job(jobid, location):

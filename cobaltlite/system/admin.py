@@ -218,8 +218,10 @@ class PlaceKeeper:
         if force:
             return
         after = new.place_map(self.places)
+        # A reservation's own queue R.<name> runs inside its reservation, not by the mapping.
         stranded = [f"{queue} ({count} waiting)" for queue, count in sorted(waiting.items())
-                    if count and allowed_places(after, queue) == frozenset()]
+                    if count and not queue.startswith("R.")
+                    and allowed_places(after, queue) == frozenset()]
         if stranded:
             raise ValueError(f"nothing changed: queue {', '.join(stranded)} would be left with "
                              "no place to run on; map it elsewhere first, or force (-f)")
