@@ -488,8 +488,12 @@ class SystemService:
                 hello = self.agents.call(host, "hello")
                 answers = self.agents.call(host, "status", jobids) if jobids else {}
             except Exception as exc:
+                error = describe(exc)
+                address = self.agents.states[host].address
+                if address not in error:  # a broken connection does not say where
+                    error = f"{address}: {error}"
                 with self._lock:
-                    self._agent_silent(host, describe(exc))
+                    self._agent_silent(host, error)
                 continue
             with self._lock:
                 self._agent_answered(host, hello["boot"], answers)
@@ -497,12 +501,13 @@ class SystemService:
     def _agent_silent(self, host: str, error: str) -> None:
         assert self.agents is not None
         state = self.agents.states[host]
-        if state.down is None:
-            state.down = error
+        if state.down is None and state.node is not None and (
+                state.node not in self.machine.failed_components()):
+            self.machine.fail(state.node)
+        if state.down != error:  # logged again when the cause changes: the admin wants the last
             log.error("node agent not answering: node out of service", host=host,
                       node=state.node, error=error)
-            if state.node is not None and state.node not in self.machine.failed_components():
-                self.machine.fail(state.node)
+            state.down = error
         for jobid in [j for j, (h, _) in self._remote.items() if h == host]:
             self._remote_lost(jobid, f"the node agent on {host} is not answering ({error})")
 
