@@ -331,7 +331,7 @@ def test_bad_certificates_and_host_names_are_named_in_log_and_command(
             (broken / "cobaltlite.yaml").write_text(yaml.safe_dump(config))
         ran = cluster.hosts.run("c2", [sys.executable, "-m", "cobaltlite.cli", "node-agent",
                                        "--state-dir", str(broken), "--host", "c2",
-                                       "--listen", listen], timeout=60)
+                                       "--listen", listen])
         assert ran.returncode == 1 and wanted in ran.stderr, ran.stderr
 
 
