@@ -25,14 +25,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 from live import Instance, fresh_postgres_database, until
 from netns_hosts import Hosts, skip_unless_namespaces_allowed
 from unix_users import ALICE, REPO_ROOT, Accounts, ensure_test_users
 
-from cobaltlite.config import load_config
+from cobaltlite.config import TcpAddress, load_config, parse_address
 from cobaltlite.errors import InputError
 
-pytestmark = pytest.mark.slow
 MAKE_CERTS = REPO_ROOT / "etc" / "tls" / "make-certs.sh"
 AGENT_PORT = 7010
 TAPPED_PORT = 7011  # c2's agent listens here, behind the tap on AGENT_PORT
@@ -186,6 +187,7 @@ def cluster() -> Iterator[Cluster]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_jobs_run_on_their_compute_host_as_their_user_and_qdel_and_walltime_reach_them(
         cluster: Cluster) -> None:
     script = cluster.job_script("where.sh")
@@ -217,6 +219,7 @@ def test_jobs_run_on_their_compute_host_as_their_user_and_qdel_and_walltime_reac
     assert cluster.instance.long_listing(short)["EndReason"] == "walltime"
 
 
+@pytest.mark.slow
 def test_traffic_between_hosts_is_tls(cluster: Cluster) -> None:
     script = cluster.job_script("tapped.sh")
     first = cluster.qsub("-n", "1", "-t", "00:01:00", str(script), "60", "0")
@@ -251,6 +254,7 @@ print("accepted")
 """
 
 
+@pytest.mark.slow
 def test_a_client_without_the_right_certificate_or_secret_is_refused(cluster: Cluster) -> None:
     uri = f"PYRO:node-agent@{cluster.hosts.address('c1')}:{AGENT_PORT}"
     secret = (cluster.instance.state_dir / "secret").read_text().strip()
@@ -270,6 +274,7 @@ def test_a_client_without_the_right_certificate_or_secret_is_refused(cluster: Cl
     assert "rpc.tls_refused" in log and "certificate" in log
 
 
+@pytest.mark.slow
 def test_a_killed_node_agent_takes_its_node_down_and_loses_only_its_jobs(
         cluster: Cluster) -> None:
     script = cluster.job_script("survivor.sh")
@@ -302,6 +307,7 @@ def test_a_killed_node_agent_takes_its_node_down_and_loses_only_its_jobs(
     assert cluster.output(victim).count("net=") == 1, "the lost job ran once"
 
 
+@pytest.mark.slow
 def test_bad_certificates_and_host_names_are_named_in_log_and_command(
         cluster: Cluster) -> None:
     # c2's agent presents c1's certificate: the system refuses it, the node goes down.
@@ -335,6 +341,7 @@ def test_bad_certificates_and_host_names_are_named_in_log_and_command(
         assert ran.returncode == 1 and wanted in ran.stderr, ran.stderr
 
 
+@pytest.mark.slow
 def test_an_unknown_agent_host_name_shows_the_node_down(cluster: Cluster) -> None:
     tls = cluster.root / "tls"
     instance = Instance(machine="flat:1", settings={
@@ -358,3 +365,38 @@ def test_an_address_off_loopback_without_tls_is_refused(tmp_path: Path) -> None:
                        r"loopback address; the component secret would cross the network in "
                        r"clear: configure tls:"):
         load_config(tmp_path)
+
+
+def test_a_readable_key_and_a_host_count_that_misses_the_machine_are_refused(
+        tmp_path: Path) -> None:
+    for name in ("ca", "svc"):
+        subprocess.run(["sh", str(MAKE_CERTS), str(tmp_path), name], check=True)
+    tls = "tls: {cert: svc.crt, key: svc.key, ca: ca.crt}\n"
+    (tmp_path / "svc.key").chmod(0o640)
+    (tmp_path / "cobaltlite.yaml").write_text(tls)
+    with pytest.raises(InputError, match=r"tls.key: .*svc.key has mode 0640.*chmod 600"):
+        load_config(tmp_path)
+    (tmp_path / "svc.key").chmod(0o600)
+    (tmp_path / "cobaltlite.yaml").write_text(
+        tls + "machine: flat:2\nnode_agents: {c1: 'tcp:10.0.0.11:7010'}\n")
+    config = load_config(tmp_path)
+    from cobaltlite.machine.catalog import load_description
+    from cobaltlite.system.agents import NodeAgents
+
+    with pytest.raises(InputError, match=r"node_agents: names 1 host\(s\) but machine "
+                       r"'flat:2' has 2 nodes"):
+        NodeAgents(config, load_description("flat:2"))
+
+
+_LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
+
+
+@given(host=st.one_of(st.ip_addresses(v=4).map(str), st.lists(_LABEL, min_size=1, max_size=4)
+                      .map(".".join)),
+       port=st.integers(1, 65535))
+def test_any_host_name_or_address_reads_back_as_written(host: str, port: int) -> None:
+    # parse_address no longer limits hosts to loopback (load_config does, without TLS):
+    # whatever an operator may write for a remote host must read back unchanged.
+    address = parse_address(f"tcp:{host}:{port}")
+    assert address == TcpAddress(host, port)
+    assert str(address) == f"tcp:{host}:{port}"
