@@ -367,7 +367,7 @@ def test_an_address_off_loopback_without_tls_is_refused(tmp_path: Path) -> None:
         load_config(tmp_path)
 
 
-def test_a_readable_key_and_a_host_count_that_misses_the_machine_are_refused(
+def test_a_readable_key_a_host_count_that_misses_the_machine_and_no_launch_host_are_refused(
         tmp_path: Path) -> None:
     for name in ("ca", "svc"):
         subprocess.run(["sh", str(MAKE_CERTS), str(tmp_path), name], check=True)
@@ -381,11 +381,20 @@ def test_a_readable_key_and_a_host_count_that_misses_the_machine_are_refused(
         tls + "machine: flat:2\nnode_agents: {c1: 'tcp:10.0.0.11:7010'}\n")
     config = load_config(tmp_path)
     from cobaltlite.machine.catalog import load_description
+    from cobaltlite.rpc.secret import create_secret
     from cobaltlite.system.agents import NodeAgents
+
+    create_secret(config.secret_path)  # the agents' proxies carry it
 
     with pytest.raises(InputError, match=r"node_agents: names 1 host\(s\) but machine "
                        r"'flat:2' has 2 nodes"):
         NodeAgents(config, load_description("flat:2"))
+    # Blue Gene/P: every block's job is launched on launch_host, which must be an agent's host.
+    with pytest.raises(InputError, match=r"launch_host: '' is not a host of node_agents \(c1\)"):
+        NodeAgents(config, load_description("bgp-2rack"))
+    config.launch_host = "c1"
+    agents = NodeAgents(config, load_description("bgp-2rack"))
+    assert agents.placement("ANL-R00-1024") == ("c1", ["ANL-R00-1024"])
 
 
 _LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
