@@ -65,6 +65,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,10 @@ class SystemService:
         self._phase: dict[int, str] = {}  # jobid -> ALLOCATED, BUSY or CLEANUP, while held
         self._ended: dict[int, dict[str, Any]] = {}  # jobid -> status awaiting acknowledgement
         self.agents = agents
+        # One thread per host at most; each keeps its own proxies (Peer: one per thread).
+        self._agent_pool = ThreadPoolExecutor(
+            max_workers=min(32, len(agents.states)) if agents else 1,
+            thread_name_prefix="agent poll")
         self._remote: dict[int, tuple[str, str]] = {}  # jobid -> (agent host, its boot id)
         self._remote_ended: dict[int, str] = {}  # ended remote jobs -> host, to forget there
         self.forecast = ForecastKeeper(self.machine, forecast_file, clock)
@@ -476,27 +481,34 @@ class SystemService:
                         self._phase.pop(jobid, None)
 
     def _poll_agents(self) -> None:
-        """Ask every node agent how it and its jobs are (outside the lock: a host that does not
-        answer costs AGENT_TIMEOUT), then act on the answers under the lock."""
+        """Ask every node agent how it and its jobs are, all at once and outside the lock (a
+        host that does not answer costs AGENT_TIMEOUT, not the sum over the hosts down), then
+        act on the answers under the lock."""
         assert self.agents is not None
         with self._lock:
             jobs: dict[str, list[int]] = {host: [] for host in self.agents.states}
             for jobid, (host, _boot) in self._remote.items():
                 jobs[host].append(jobid)
-        for host, jobids in jobs.items():
-            try:
-                hello = self.agents.call(host, "hello")
-                answers = self.agents.call(host, "status", jobids) if jobids else {}
-            except Exception as exc:
-                error = describe(exc)
-                address = self.agents.states[host].address
-                if address not in error:  # a broken connection does not say where
-                    error = f"{address}: {error}"
-                with self._lock:
-                    self._agent_silent(host, error)
-                continue
+        for host, answer in zip(jobs, self._agent_pool.map(self._ask_agent, jobs.items()),
+                                strict=True):
             with self._lock:
-                self._agent_answered(host, hello["boot"], answers)
+                if isinstance(answer, str):
+                    self._agent_silent(host, answer)
+                else:
+                    self._agent_answered(host, *answer)
+
+    def _ask_agent(self, asked: tuple[str, list[int]]) -> tuple[str, dict[str, Any]] | str:
+        """(boot id, its jobs' states) from the agent of a host, or why it did not answer."""
+        assert self.agents is not None
+        host, jobids = asked
+        try:
+            hello = self.agents.call(host, "hello")
+            return hello["boot"], self.agents.call(host, "status", jobids) if jobids else {}
+        except Exception as exc:
+            error = describe(exc)
+            address = self.agents.states[host].address
+            # A broken connection does not say where.
+            return error if address in error else f"{address}: {error}"
 
     def _agent_silent(self, host: str, error: str) -> None:
         assert self.agents is not None
