@@ -99,8 +99,8 @@ def run_command(prog: str, body: Callable[[], int]) -> int:
 
 def run_listing(prog: str, description: str, argv: Sequence[str] | None,
                 lines: Callable[[], Sequence[str]]) -> int:
-    """A command without options but --help and --version that prints `lines()` (partlist,
-    nodelist, slpstat)."""
+    """A command without options but --help and --version that prints `lines()` (nodelist,
+    slpstat)."""
     parser = CommandParser(prog=prog, add_help=False, description=description)
     add_help_option(parser)
 
@@ -388,6 +388,9 @@ class SystemControlClient(UserSocketClient):
 
     def description(self) -> dict[str, Any]:
         return dict(self._call("description"))
+
+    def agents(self) -> list[Row]:
+        return list(self._call("agents"))
 
 
 def _instance_text(state_dir: Any) -> str:

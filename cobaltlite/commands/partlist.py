@@ -6,7 +6,8 @@ the block, and P_f, the failure chance now from the system's failure forecast, w
 has one. Queue lists the queues that may run there (partadm --queue; a block listing none
 serves every queue listed nowhere). Backfill is the drain window of the scheduler's last pass
 (`H:MM`, Cobalt's max(0, drain start − now − 90 s)) on the idle blocks sharing node cards with
-the block drained for the top job, else `-`.
+the block drained for the top job, else `-`. `--agents` lists the compute hosts' node agents
+instead (docs/multi-host.md).
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cobaltlite.commands.common import format_table, run_listing
+from cobaltlite.commands.common import (
+    CommandParser,
+    add_help_option,
+    connect_system,
+    format_table,
+    print_lines,
+    run_command,
+)
 from cobaltlite.commands.places import places_with_queues, scheduler_backfill
 
 PROG = "partlist"
@@ -24,20 +32,38 @@ BACKFILL_MARGIN = 90.0
 """Cobalt's partlist shows the drain window less 90 s (partlist.py:56-118)."""
 
 
-DESCRIPTION = ("List the machine's schedulable partitions and their state: Name, Queue, State, "
-               "Backfill (the window a backfilled job has on a draining block), Size, Job; a "
-               "P_f column shows the failure chance now of blocks the failure forecast gives "
-               "one.")
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog=PROG, add_help=False,
+                           description="List the machine's schedulable partitions and their "
+                           "state: Name, Queue, State, Backfill (the window a backfilled job "
+                           "has on a draining block), Size, Job; a P_f column shows the failure "
+                           "chance now of blocks the failure forecast gives one.")
+    parser.add_argument("--agents", action="store_true",
+                        help="list the compute hosts' node agents instead: host, address, node, "
+                        "state (up or down) and why an agent is down")
+    add_help_option(parser)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_listing(PROG, DESCRIPTION, argv, _lines)
+    return run_command(PROG, lambda: _run(build_parser().parse_args(argv)))
 
 
-def _lines() -> list[str]:
+def _run(args: Any) -> int:
+    if args.agents:
+        with connect_system() as system:
+            agents = system.agents()
+        if not agents:
+            print("no node agents configured: jobs run on the system's own host")
+            return 0
+        print_lines(format_table(["Host", "Address", "Node", "State", "Reason"],
+                                 [[a["host"], a["address"], a["node"] or "-", a["state"],
+                                   a["reason"] or "-"] for a in agents]))
+        return 0
     rows = [r for r in places_with_queues() if r["managed"] and r["scheduled"]
             and r["functional"]]
-    return partition_table(rows, scheduler_backfill(), time.time())
+    print_lines(partition_table(rows, scheduler_backfill(), time.time()))
+    return 0
 
 
 def partition_table(rows: Sequence[dict[str, Any]], backfill: Mapping[str, float],
