@@ -256,6 +256,10 @@ class Qsim:
         """The jobs waiting now, unscored (for monitors)."""
         return list(self._queue.values())
 
+    def running_jobs(self) -> list[SimJob]:
+        """The jobs running now (with queued_jobs, what a forked replay starts from)."""
+        return list(self._running.values())
+
     def start_job(self, jobid: int, location: str) -> bool:
         job = self._queue.get(jobid)
         if job is None:

@@ -34,7 +34,8 @@ from typing import Literal
 
 from cobaltlite.machine.model import Machine
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, fcfs
-from cobaltlite.qsim.engine import Qsim, SimJob
+from cobaltlite.qsim.engine import SimJob
+from cobaltlite.qsim.fork import ForkedReplay
 from cobaltlite.qsim.outcome import JobOutcome
 from cobaltlite.scheduler.scheduler import Backfill
 
@@ -52,75 +53,6 @@ class Settings:
 
 
 SettingsAt = Callable[[float], Settings]
-
-
-class _Started(Exception):
-    """Raised inside a forked replay the moment the job it is about starts."""
-
-
-class _Fork(Qsim):
-    target = -1
-    by_submission = False
-    """Set by `_forked_start` under FCFS, W = 1, EASY or no backfilling, when `_whole_times`
-    holds: passes then see only the jobs that can matter (`schedulable_jobs`)."""
-
-    def schedulable_jobs(self) -> list[SimJob]:
-        """The queue, scored; under `by_submission`, only the jobs that can matter to this pass.
-
-        Under `by_submission` the rank order is the queue's (submission) order at every pass, so
-        it is known without scoring. A job needs at least its size in idle nodes to start, and
-        idle nodes only shrink during a pass. So when no queued job fits, the pass starts
-        nothing and is skipped (a fork has no arrivals; a pass changes nothing but by starting
-        jobs). Otherwise, of the jobs that do not fit, only the first in rank order can be the
-        pass's top job (the one EASY protects); the others are tried only by the cut and the
-        backfill, which cannot place them, and W = 1 reserves nothing for them. Dropping them
-        changes no start; the jobs kept are scored as the full queue would score them (FCFS
-        reads no queue statistics; its score and threshold are the queued time, set here
-        directly)."""
-        if not self.by_submission:
-            return super().schedulable_jobs()
-        idle = self._machine.idle_nodes()
-        kept: list[SimJob] = []
-        blocked = False
-        for job in self._queue.values():
-            if job.size <= idle:
-                kept.append(job)
-            elif not blocked:
-                blocked = True
-                kept.append(job)
-        if len(kept) == blocked:
-            return []
-        now = self.clock.now()
-        for job in kept:  # FCFS's score and threshold: the queued time (as score_jobs sets them)
-            job.queued_time = job.score = job.threshold = now - job.submit_time
-        return kept
-
-    def run_to_target(self) -> float:
-        """Qsim.run's loop for a fork, until the target starts (`_Started`): a fork has no
-        arrivals, failures or hooks, so its events are the job ends, each followed by the pass;
-        an end only frees the job's place (no outcome, sample or load is kept for a fork)."""
-        ends, queue, running = self._ends, self._queue, self._running
-        machine, clock, iterate = self._machine, self.clock, self.scheduler.iterate
-        pop, release = heapq.heappop, machine.release
-        try:
-            while ends:
-                t = ends[0][0]
-                clock.advance_to(t)
-                while ends and ends[0][0] == t:
-                    jobid = pop(ends)[1]
-                    del running[jobid]
-                    release(jobid)
-                if queue and machine.has_free_capacity():
-                    iterate()
-        except _Started:
-            return clock.now()
-        raise AssertionError(f"job {self.target} never started in its forked replay")
-
-    def start_job(self, jobid: int, location: str) -> bool:
-        started = super().start_job(jobid, location)
-        if started and jobid == self.target:
-            raise _Started
-        return started
 
 
 def fair_start_times(
@@ -196,20 +128,15 @@ def _sim_job(o: JobOutcome) -> SimJob:
 def _forked_start(target: JobOutcome, t: float, running: list[JobOutcome],
                   queued: list[JobOutcome], machine: Machine, backfill: Backfill,
                   settings: Settings, whole_times: bool) -> float:
-    fork = _Fork([], machine, settings.policy, backfill, window=settings.window)
+    fork = ForkedReplay([], machine, settings.policy, backfill, window=settings.window)
     fork.target = target.jobid
-    # Under FCFS with whole times the rank order is the queue's order at every pass (the
-    # queued jobs come in (submission, jobid) order from _states_at_submission).
-    fork.by_submission = (whole_times and settings.window == 1 and settings.policy.function is fcfs
-                          and backfill in (Backfill.EASY, Backfill.NONE))
+    # FCFS keeps its rank order from pass to pass exactly when the times are whole.
+    fork.fixed_order = (whole_times and settings.window == 1 and settings.policy.function is fcfs
+                        and backfill in (Backfill.EASY, Backfill.NONE))
     # Waiting jobs: not started (SimJob's defaults), as _sim_job would give with those reset.
     waiting = [SimJob(o.jobid, o.nodes, o.requested_time, o.run_time, o.submit_time, o.user,
                       o.project, o.queue) for o in queued]
     fork.resume(t, [_sim_job(o) for o in running], waiting)
-    try:
-        fork.scheduler.iterate()
-    except _Started:
-        return t
     return fork.run_to_target()
 
 

@@ -1,0 +1,168 @@
+"""Forked replays: the real `Scheduler` run forward from a state on a virtual clock, no arrivals.
+
+Two users: the fair start time (qsim/fairness.py forks at a job's submission and runs until that
+job starts) and the estimated start times `qstat -f` and `showstart` show (`estimate_start_times`:
+fork from the present and run until every queued job has started). In both, a fork's only events
+are job ends, each followed by a scheduling pass, as in Qsim.run; the running jobs end at the
+times the caller gives them (the estimate: their requested wall times).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from operator import attrgetter
+from typing import Any
+
+from cobaltlite.machine.model import Machine
+from cobaltlite.policy.utility import UtilityFunction, default, fcfs, high_prio
+from cobaltlite.qsim.engine import Qsim, SimJob
+from cobaltlite.scheduler.scheduler import Backfill
+
+
+_by_jobid = attrgetter("jobid")
+_by_score = attrgetter("score")
+FIXED_RANK_FUNCTIONS = (fcfs, default, high_prio)
+"""Builtins whose rank order never changes while jobs wait: FCFS's scores all grow alike (exactly
+so when times are whole seconds, see fairness.py's `_whole_times`); the others ignore time."""
+
+
+class _Started(Exception):
+    """Raised inside a forked replay the moment its target job starts."""
+
+
+class ForkedReplay(Qsim):
+    target = -1
+    """The job whose start ends `run_to_target`."""
+    fixed_order = False
+    """Set when the queue's rank order is the same at every pass (`rank_is_fixed`): passes
+    then see only the jobs that can matter (`schedulable_jobs`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.starts: dict[int, float] = {}
+        """Every job the fork started, with its start time."""
+        self._ranked = False
+
+    def schedulable_jobs(self) -> list[SimJob]:
+        """The queue, scored; under `fixed_order`, only the jobs that can matter to this pass.
+
+        Under `fixed_order` the first pass scores the queue and puts it in rank order, which
+        holds at every later pass, so later passes keep those scores (the scheduler compares
+        them only with each other). A job needs at least its size in idle nodes to start, and
+        idle nodes only shrink during a pass. So when no queued job fits, the pass starts
+        nothing and is skipped (a fork has no arrivals; a pass changes nothing but by starting
+        jobs). Otherwise, of the jobs that do not fit, only the first in rank order can be the
+        pass's top job (the one EASY protects); the others are tried only by the cut and the
+        backfill, which cannot place them, and W = 1 reserves nothing for them. Dropping them
+        changes no start."""
+        if not self.fixed_order:
+            return super().schedulable_jobs()
+        queue = self._queue
+        if not self._ranked:
+            ranked = super().schedulable_jobs()
+            ranked.sort(key=_by_jobid)
+            ranked.sort(key=_by_score, reverse=True)
+            queue.clear()  # in place: run_forward holds this dict
+            queue.update((job.jobid, job) for job in ranked)
+            self._ranked = True
+        idle = self._machine.idle_nodes()
+        kept: list[SimJob] = []
+        blocked = False
+        for job in queue.values():
+            if job.size <= idle:
+                kept.append(job)
+            elif not blocked:
+                blocked = True
+                kept.append(job)
+        if len(kept) == blocked:
+            return []
+        return kept
+
+    def run_forward(self) -> None:
+        """A pass now, then Qsim.run's loop for a fork until the queue is empty or nothing is
+        left running: a fork has no arrivals, failures or hooks, so its events are the job
+        ends, each followed by the pass; an end only frees the job's place (no outcome, sample
+        or load is kept for a fork)."""
+        ends, queue, running = self._ends, self._queue, self._running
+        machine, clock, iterate = self._machine, self.clock, self.scheduler.iterate
+        pop, release = heapq.heappop, machine.release
+        if queue:
+            iterate()
+        while ends and queue:
+            t = ends[0][0]
+            clock.advance_to(t)
+            while ends and ends[0][0] == t:
+                jobid = pop(ends)[1]
+                del running[jobid]
+                release(jobid)
+            if machine.has_free_capacity():
+                iterate()
+
+    def run_to_target(self) -> float:
+        """Run forward until `target` starts; return its start time."""
+        try:
+            self.run_forward()
+        except _Started:
+            return self.clock.now()
+        raise AssertionError(f"job {self.target} never started in its forked replay")
+
+    def start_job(self, jobid: int, location: str) -> bool:
+        started = super().start_job(jobid, location)
+        if started:
+            self.starts[jobid] = self.clock.now()
+            if jobid == self.target:
+                raise _Started
+        return started
+
+
+def estimate_start_times(
+    machine: Machine,
+    now: float,
+    running: Sequence[SimJob],
+    queued: Sequence[SimJob],
+    policy: UtilityFunction,
+    backfill: Backfill,
+    window: int = 1,
+    queue_config: Sequence[Mapping[str, Any]] | None = None,
+    policies: Mapping[str, UtilityFunction] | None = None,
+) -> dict[int, float]:
+    """{jobid: estimated start} for the `queued` jobs that can start: a fork from `now` in
+    which each running job ends at its start plus its requested `wall_time` (at `now` if that
+    is past) and each queued job runs for its requested time.
+
+    `machine` must hold nothing (a what-if copy of the real one, failed components and all); it
+    is left empty. The jobs given are copied, never changed. `queue_config` and `policies` are
+    Qsim's (per-queue policies and running limits); without them every job is scored by
+    `policy`. A job missing from the answer never starts in the fork (no place can hold it).
+    """
+    fork = ForkedReplay([], machine, policy, backfill, queue_config=queue_config,
+                        policies=policies, window=window)
+    fork.fixed_order = rank_is_fixed(policy, backfill, window, queue_config, policies)
+    ending = [replace(job, run_time=max(job.wall_time, now - job.start_time)) for job in running]
+    waiting = [replace(job, run_time=job.wall_time) for job in queued]
+    try:
+        fork.resume(now, ending, waiting)
+        fork.run_forward()
+    finally:
+        for jobid in list(machine.held_by()):
+            machine.release(jobid)
+    return fork.starts
+
+
+def rank_is_fixed(policy: UtilityFunction, backfill: Backfill, window: int,
+                  queue_config: Sequence[Mapping[str, Any]] | None = None,
+                  policies: Mapping[str, UtilityFunction] | None = None) -> bool:
+    """True when a fork may use `fixed_order`: W = 1, EASY or no backfilling (the pruning's
+    argument), no running limits (they hold jobs back pass by pass), and every queue scored by
+    one of FIXED_RANK_FUNCTIONS."""
+    if window != 1 or backfill not in (Backfill.EASY, Backfill.NONE):
+        return False
+    used = [policy]
+    for queue in queue_config or ():
+        if queue["restrictions"]:
+            return False
+        if queue["policy"] is not None:
+            used.append((policies or {}).get(queue["policy"], policy))
+    return all(p.function in FIXED_RANK_FUNCTIONS for p in used)
