@@ -85,6 +85,7 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
     from cobaltlite.accounting import AccountingLog
     from cobaltlite.policy.registry import PolicyRegistry
     from cobaltlite.queue_manager.api import ComponentAPI, UserAPI
+    from cobaltlite.queue_manager.estimates import StartEstimator
     from cobaltlite.queue_manager.manager import QueueManager
     from cobaltlite.queue_manager.store import JobStore
 
@@ -132,7 +133,8 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
                 return
 
     threading.Thread(target=reconcile, name="reconcile", daemon=True).start()
-    return [serve_component(config, "queue-manager", ComponentAPI(manager)),
+    estimator = StartEstimator(manager, Peer(config, "system"))
+    return [serve_component(config, "queue-manager", ComponentAPI(manager, estimator)),
             _serve_users(config.user_socket, UserAPI(manager, config.admin_group),
                          "queue-manager-user", "the queue manager")]
 
@@ -172,7 +174,7 @@ def run_system(config: Config, stop: threading.Event) -> list:
 def run_scheduler(config: Config, stop: threading.Event) -> list:
     from cobaltlite.scheduler.daemon import ComponentAPI, ControlAPI, SchedulerLoop
     from cobaltlite.scheduler.remote import RemoteSite
-    from cobaltlite.scheduler.scheduler import Backfill
+    from cobaltlite.scheduler.scheduler import Backfill, Scheduler
 
     clock: Clock = WallClock()
     if config.scheduler_clock == "queue-manager":
@@ -195,10 +197,21 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
             return None
         return None if latest is None else latest["monitored"]
 
+    estimates = Peer(config, "queue-manager")
+
+    def ask_for_estimates(scheduler: Scheduler, site: RemoteSite) -> None:
+        # One way: the queue manager estimates in its own thread; this pass does not wait.
+        try:
+            estimates.estimate_starts(str(scheduler.backfill), scheduler.window,
+                                      site.failed_components())
+        except Exception as exc:  # the queue manager down: the next pass asks again
+            log.warning("start estimates not requested", error=str(exc))
+
     loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval,
                          stopped_marker=Path(config.state_dir) / "scheduler-stopped",
                          tuning=config.tuning,
-                         read_metrics=read_metrics if config.tuning else None)
+                         read_metrics=read_metrics if config.tuning else None,
+                         after_pass=ask_for_estimates)
     daemons = [serve_component(config, "scheduler", ComponentAPI(loop)),
                _serve_users(config.admin_socket, ControlAPI(loop, config.admin_group),
                             "scheduler-control", "the scheduler")]

@@ -15,6 +15,7 @@ from dataclasses import replace
 from operator import attrgetter
 from typing import Any
 
+from cobaltlite.jobs import lifecycle
 from cobaltlite.machine.model import Machine
 from cobaltlite.policy.utility import UtilityFunction, default, fcfs, high_prio
 from cobaltlite.qsim.engine import Qsim, SimJob
@@ -140,8 +141,11 @@ def estimate_start_times(
     fork = ForkedReplay([], machine, policy, backfill, queue_config=queue_config,
                         policies=policies, window=window)
     fork.fixed_order = rank_is_fixed(policy, backfill, window, queue_config, policies)
-    ending = [replace(job, run_time=max(job.wall_time, now - job.start_time)) for job in running]
-    waiting = [replace(job, run_time=job.wall_time) for job in queued]
+    # Fresh copies (a new job's status), as fairness.py's forks build theirs.
+    ending = [replace(job, run_time=max(job.wall_time, now - job.start_time),
+                      status=lifecycle.NEW) for job in running]
+    waiting = [replace(job, run_time=job.wall_time, status=lifecycle.NEW, start_time=-1.0,
+                       location="") for job in queued]
     try:
         fork.resume(now, ending, waiting)
         fork.run_forward()

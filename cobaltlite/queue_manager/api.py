@@ -16,6 +16,7 @@ import Pyro5.api
 
 from cobaltlite.policy.utility import PolicyError
 from cobaltlite.queue_manager import limits as lim
+from cobaltlite.queue_manager.estimates import StartEstimator
 from cobaltlite.queue_manager.manager import Caller, QueueManager, SubmissionError
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
 
@@ -195,8 +196,16 @@ class UserAPI:
 
 @Pyro5.api.expose
 class ComponentAPI:
-    def __init__(self, manager: QueueManager) -> None:
+    def __init__(self, manager: QueueManager, estimator: StartEstimator | None = None) -> None:
         self._qm = manager
+        self._estimator = estimator
+
+    @Pyro5.api.oneway
+    def estimate_starts(self, backfill: str, window: int, failed: list[str]) -> None:
+        """After a scheduling pass: estimate the queued jobs' start times again, in the
+        background (queue_manager/estimates.py)."""
+        if self._estimator is not None:
+            self._estimator.request(backfill, window, failed)
 
     def ping(self) -> str:
         return "queue-manager"

@@ -178,6 +178,9 @@ class QueueManager:
         self._lock = threading.RLock()
         self._limits: dict[str, Any] | None = None
         self._score_writer = ScoreWriter(store)
+        self.estimated_starts: dict[int, float] = {}
+        """{jobid: estimated start}: replaced whole by queue_manager/estimates.py after each
+        scheduling pass, read by job_table (qstat -f, showstart)."""
 
     def limits(self) -> dict[str, Any]:
         if self._limits is None:
@@ -278,12 +281,30 @@ class QueueManager:
     """Columns the queue manager derives (from state, holds, dependencies and queue limits)."""
     _SOURCES = ("state", "user_hold", "admin_hold", "dependencies", "user", "queue", "nodes")
 
+    ESTIMATED = "est_start"
+    """The column of estimated start times: queued jobs the last estimate reached have one
+    (queue_manager/estimates.py), every other row None."""
+
     def job_table(
         self, jobids: Iterable[int] | None = None, fields: Iterable[str] | None = None
     ) -> tuple[list[str], list[list[Any]]]:
         """`jobs` as (column names, value lists); only `fields` when given. The derived columns
-        (DERIVED) travel only when asked for, or when no fields are named."""
+        (DERIVED) and ESTIMATED travel only when asked for, or when no fields are named."""
         wanted = None if fields is None else set(fields)
+        if wanted is not None and self.ESTIMATED not in wanted:
+            return self._job_table(jobids, wanted)
+        if wanted is not None:
+            wanted.discard(self.ESTIMATED)
+            wanted.add("state")
+        names, rows = self._job_table(jobids, wanted)
+        state, estimates = names.index("state"), self.estimated_starts
+        return [*names, self.ESTIMATED], [
+            [*row, estimates.get(row[0]) if row[state] == states.QUEUED else None]
+            for row in rows]
+
+    def _job_table(
+        self, jobids: Iterable[int] | None, wanted: set[str] | None
+    ) -> tuple[list[str], list[list[Any]]]:
         derived = wanted is None or not wanted.isdisjoint(self.DERIVED)
         fetch = wanted
         if wanted is not None:
@@ -708,7 +729,25 @@ class QueueManager:
         the other policies, and scheduling, go on.
         """
         now = self.clock.now()
-        queue_rows = {q["name"]: q for q in self.store.queues()
+        by_policy, adjusted, _queues = self.runnable_jobs(now)
+        ready: list[_Scored] = []
+        for name, jobs in by_policy.items():
+            ready.extend(jobs)
+            kept = self._score(name, jobs, self._inputs(now))
+            if adjusted:
+                for job in jobs:
+                    if job.jobid in adjusted and job.jobid not in kept:
+                        job.score += adjusted[job.jobid]
+        self._score_writer.submit({j.jobid: j.score for j in ready})
+        # Compact rows (jobid, size, wall_time, score, threshold): a pass may carry 10,000.
+        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold] for j in ready]
+
+    def runnable_jobs(self, now: float) -> tuple[dict[str, list[_Scored]], dict[int, float],
+                                                 list[dict[str, Any]]]:
+        """The jobs a pass at `now` may start, unscored, by policy name; their score
+        adjustments (cqadm --score); and every queue (the scheduled ones decide what runs)."""
+        every_queue = self.store.queues()
+        queue_rows = {q["name"]: q for q in every_queue
                       if q["state"] in queues.SCHEDULED_STATES}
         candidates = [row for row in self.store.queued_for_scoring()
                       if row[6] in queue_rows and not row[8] and not row[9]]
@@ -729,17 +768,7 @@ class QueueManager:
                 queue["priority"], score, score))
             if adjust:
                 adjusted[jobid] = adjust
-        ready: list[_Scored] = []
-        for name, jobs in by_policy.items():
-            ready.extend(jobs)
-            kept = self._score(name, jobs, self._inputs(now))
-            if adjusted:
-                for job in jobs:
-                    if job.jobid in adjusted and job.jobid not in kept:
-                        job.score += adjusted[job.jobid]
-        self._score_writer.submit({j.jobid: j.score for j in ready})
-        # Compact rows (jobid, size, wall_time, score, threshold): a pass may carry 10,000.
-        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold] for j in ready]
+        return by_policy, adjusted, every_queue
 
     def _inputs(self, now: float) -> PassInputs:
         limits = self.limits()
