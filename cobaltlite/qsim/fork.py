@@ -21,7 +21,6 @@ from cobaltlite.policy.utility import UtilityFunction, default, fcfs, high_prio
 from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.scheduler.scheduler import Backfill
 
-
 _by_jobid = attrgetter("jobid")
 _by_score = attrgetter("score")
 FIXED_RANK_FUNCTIONS = (fcfs, default, high_prio)
