@@ -233,18 +233,37 @@ class PeerClock:
 
 def run_metrics_monitor(config: Config, stop: threading.Event) -> list:
     from cobaltlite.metrics_monitor.history import MetricHistory
-    from cobaltlite.metrics_monitor.monitor import Monitor, MonitorAPI
+    from cobaltlite.metrics_monitor.monitor import MetricsUserAPI, Monitor, MonitorAPI
+    from cobaltlite.metrics_monitor.prometheus import serve_prometheus
 
     monitor = Monitor(Peer(config, "queue-manager"), Peer(config, "system"), WallClock(),
-                      history=MetricHistory(config.database_url))
-    daemons = [serve_component(config, "metrics-monitor", MonitorAPI(monitor))]
+                      history=MetricHistory(config.database_url),
+                      retention=config.metrics_retention_days * 86400.0)
+    endpoint = config.prometheus_endpoint
+    if endpoint is not None:
+        def latest() -> dict | None:
+            found = monitor.history(1)
+            return found[0] if found else None
+
+        try:
+            serve_prometheus(*endpoint, latest)
+        except OSError as exc:
+            raise InputError(f"{config.config_path}: prometheus_address "
+                             f"{config.prometheus_address!r}: cannot listen there: "
+                             f"{exc.strerror or exc}") from None
+    daemons = [serve_component(config, "metrics-monitor", MonitorAPI(monitor)),
+               _serve_users(config.metrics_user_socket, MetricsUserAPI(monitor),
+                            "metrics-user", "the metrics monitor")]
 
     def sample() -> None:
-        while not stop.wait(config.metrics_interval):
+        # The first sample at once: cqmetrics and a scrape have something from the start.
+        while True:
             try:
                 monitor.sample()
             except Exception as exc:  # a peer down: keep sampling when it is back
                 log.warning("metrics sample failed", error=str(exc))
+            if stop.wait(config.metrics_interval):
+                return
 
     threading.Thread(target=sample, name="sampling", daemon=True).start()
     return daemons

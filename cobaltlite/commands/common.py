@@ -353,6 +353,19 @@ class SystemControlClient(UserSocketClient):
         return dict(self._call("unfail", components))
 
 
+class MetricsClient(UserSocketClient):
+    """The metrics monitor's read-only user API (cqmetrics; metrics_monitor.monitor)."""
+
+    component = "the metrics monitor"
+
+    def latest(self) -> dict[str, Any] | None:
+        found = self._call("latest")
+        return None if found is None else dict(found)
+
+    def since(self, time: float, limit: int) -> list[dict[str, Any]]:
+        return list(self._call("since", time, limit))
+
+
 def _instance_text(state_dir: Any) -> str:
     named = os.environ.get("COBALTLITE_STATE_DIR")
     return (f"COBALTLITE_STATE_DIR={named}" if named
@@ -375,3 +388,12 @@ def connect_system() -> Iterator[SystemControlClient]:
     socket_path = config.system_admin_socket
     with connect(f"PYRO:system-control@./u:{socket_path}") as proxy:
         yield SystemControlClient(proxy, str(socket_path), _instance_text(config.state_dir))
+
+
+@contextmanager
+def connect_metrics() -> Iterator[MetricsClient]:
+    """The metrics monitor of this instance, on its user socket."""
+    config = instance_paths()
+    socket_path = config.metrics_user_socket
+    with connect(f"PYRO:metrics-user@./u:{socket_path}") as proxy:
+        yield MetricsClient(proxy, str(socket_path), _instance_text(config.state_dir))

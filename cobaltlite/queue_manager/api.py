@@ -228,3 +228,8 @@ class ComponentAPI:
 
     def jobs(self) -> list[dict[str, Any]]:
         return self._qm.jobs()
+
+    def started_since(self, time: float) -> list[tuple[int, float, float]]:
+        """(jobid, submittime, starttime) of the jobs started at `time` or later (the metrics
+        monitor's wait statistics)."""
+        return self._qm.store.started_since(float(time))
