@@ -153,3 +153,10 @@ def test_bad_monitor_settings_stop_the_start_with_a_message(line: str, message: 
         assert not list((state / "run").glob("*.pid")) if (state / "run").exists() else True
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_the_grafana_dashboard_is_json_and_queries_only_published_metrics() -> None:
+    dashboard = json.loads((Path(__file__).parent.parent / "etc" / "grafana-dashboard.json")
+                           .read_text())
+    queried = {target["expr"] for panel in dashboard["panels"] for target in panel["targets"]}
+    assert queried == set(map(prometheus_name, METRICS))
