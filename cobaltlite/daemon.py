@@ -203,7 +203,9 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
         # One way: the queue manager estimates in its own thread; this pass does not wait.
         try:
             estimates.estimate_starts(str(scheduler.backfill), scheduler.window,
-                                      site.failed_components())
+                                      site.failed_components(),
+                                      {queue: sorted(places)
+                                       for queue, places in site.place_sets().items()})
         except Exception as exc:  # the queue manager down: the next pass asks again
             log.warning("start estimates not requested", error=str(exc))
 

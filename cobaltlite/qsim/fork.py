@@ -16,7 +16,7 @@ from operator import attrgetter
 from typing import Any
 
 from cobaltlite.jobs import lifecycle
-from cobaltlite.machine.model import Machine
+from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.policy.utility import UtilityFunction, default, fcfs, high_prio
 from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.scheduler.scheduler import Backfill
@@ -127,6 +127,7 @@ def estimate_start_times(
     window: int = 1,
     queue_config: Sequence[Mapping[str, Any]] | None = None,
     policies: Mapping[str, UtilityFunction] | None = None,
+    queue_places: Mapping[str, PlaceSet] | None = None,
 ) -> dict[int, float]:
     """{jobid: estimated start} for the `queued` jobs that can start: a fork from `now` in
     which each running job ends at its start plus its requested `wall_time` (at `now` if that
@@ -135,11 +136,13 @@ def estimate_start_times(
     `machine` must hold nothing (a what-if copy of the real one, failed components and all); it
     is left empty. The jobs given are copied, never changed. `queue_config` and `policies` are
     Qsim's (per-queue policies and running limits); without them every job is scored by
-    `policy`. A job missing from the answer never starts in the fork (no place can hold it).
+    `policy`. `queue_places` maps queues to the places their jobs may use (partadm --queue). A
+    job missing from the answer never starts in the fork (no place can hold it).
     """
     fork = ForkedReplay([], machine, policy, backfill, queue_config=queue_config,
                         policies=policies, window=window)
     fork.fixed_order = rank_is_fixed(policy, backfill, window, queue_config, policies)
+    fork.queue_places = dict(queue_places or {})
     # Fresh copies (a new job's status), as fairness.py's forks build theirs.
     ending = [replace(job, run_time=max(job.wall_time, now - job.start_time),
                       status=lifecycle.NEW) for job in running]

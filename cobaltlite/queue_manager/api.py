@@ -201,11 +201,13 @@ class ComponentAPI:
         self._estimator = estimator
 
     @Pyro5.api.oneway
-    def estimate_starts(self, backfill: str, window: int, failed: list[str]) -> None:
+    def estimate_starts(self, backfill: str, window: int, failed: list[str],
+                        places: dict[str, list[str]]) -> None:
         """After a scheduling pass: estimate the queued jobs' start times again, in the
-        background (queue_manager/estimates.py)."""
+        background (queue_manager/estimates.py), for the pass's settings, components out of
+        service and queue -> places mappings."""
         if self._estimator is not None:
-            self._estimator.request(backfill, window, failed)
+            self._estimator.request(backfill, window, failed, places)
 
     def ping(self) -> str:
         return "queue-manager"

@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 
 from cobaltlite.jobs import states
-from cobaltlite.machine.model import Machine
+from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.runtime import build_machine, set_out_of_service
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.qsim.engine import SimJob
@@ -39,15 +39,18 @@ class StartEstimator:
         self._manager = manager
         self._system = system
         self._machine: Machine | None = None
-        self._request: tuple[Backfill, int, list[str]] | None = None
+        self._request: tuple[Backfill, int, list[str], dict[str, PlaceSet]] | None = None
         self._ready = threading.Condition()
         self.last_error: str | None = None
         threading.Thread(target=self._run, name="start estimates", daemon=True).start()
 
-    def request(self, backfill: str, window: int, failed: list[str]) -> None:
+    def request(self, backfill: str, window: int, failed: list[str],
+                places: dict[str, list[str]]) -> None:
         """Estimate again (soon, in the estimator's thread) for a scheduler with these
-        settings and these components out of service. Raises ValueError on bad settings."""
-        settings = (Backfill(backfill), check_window(window), [str(name) for name in failed])
+        settings, these components out of service and these queue -> places mappings.
+        Raises ValueError on bad settings."""
+        settings = (Backfill(backfill), check_window(window), [str(name) for name in failed],
+                    {str(queue): frozenset(map(str, where)) for queue, where in places.items()})
         with self._ready:
             self._request = settings
             self._ready.notify()
@@ -66,7 +69,8 @@ class StartEstimator:
                     log.warning("start times not estimated", error=str(exc))
                 self.last_error = str(exc)
 
-    def estimate(self, backfill: Backfill, window: int, failed: list[str]) -> dict[int, float]:
+    def estimate(self, backfill: Backfill, window: int, failed: list[str],
+                 places: dict[str, PlaceSet]) -> dict[int, float]:
         """{jobid: estimated start} for the runnable queued jobs, now."""
         manager = self._manager
         now = manager.clock.now()
@@ -86,7 +90,7 @@ class StartEstimator:
                    for row in manager.store.jobs(states=_HOLDING) if row["location"]]
         return estimate_start_times(self._what_if_machine(failed), now, running, queued,
                                     policies[manager.default_policy], backfill, window,
-                                    queue_rows, policies)
+                                    queue_rows, policies, places)
 
     def _what_if_machine(self, failed: list[str]) -> Machine:
         """An empty model of the machine with `failed` out of service (built once)."""
