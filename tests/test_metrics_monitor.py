@@ -160,3 +160,28 @@ def test_the_grafana_dashboard_is_json_and_queries_only_published_metrics() -> N
                            .read_text())
     queried = {target["expr"] for panel in dashboard["panels"] for target in panel["targets"]}
     assert queried == set(map(prometheus_name, METRICS))
+
+
+def test_plain_users_read_metrics_and_start_estimates(instance: Instance) -> None:
+    """cqmetrics and showstart need no rights: another account reads them through the user
+    sockets (mode 0666), and the monitor's socket offers nothing that changes a thing."""
+    from unix_users import ALICE, BOB, ensure_test_users
+
+    accounts = ensure_test_users()
+    shown = instance.command("cqmetrics", "--json", account=ALICE, accounts=accounts)
+    assert shown.returncode == 0, shown.stderr
+    assert set(json.loads(shown.stdout)["current"]["values"]) == set(METRICS)
+    blocker = instance.jobs_dir / "block.sh"
+    blocker.write_text("#!/bin/sh\nsleep 30\n")
+    blocker.chmod(0o755)
+    running = instance.qsub("-n", "4", "-t", "5", str(blocker), account=ALICE,
+                            accounts=accounts)
+    instance.wait_for(running, {"running"})
+    waiting = instance.qsub("-n", "4", "-t", "5", str(blocker), account=ALICE,
+                            accounts=accounts)
+    start = until(lambda: (lambda ran: ran if ran.returncode == 0 else None)(
+        instance.command("showstart", str(waiting), account=BOB, accounts=accounts)),
+        15, "bob's showstart of alice's queued job")
+    assert start.stdout.splitlines()[0] == f"job {waiting} requires 4 nodes for 00:05:00"
+    for jobid in (waiting, running):
+        assert instance.command("qdel", str(jobid)).returncode == 0
