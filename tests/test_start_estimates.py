@@ -7,12 +7,12 @@ import re
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from live import Instance, until
+from test_live_jobs import script
 
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.runtime import build_machine
@@ -80,13 +80,6 @@ def instance() -> Iterator[Instance]:
     running.stop()
 
 
-def _script(directory: Path, name: str, body: str) -> Path:
-    path = directory / name
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    path.chmod(0o755)
-    return path
-
-
 def _estimate(instance: Instance, jobid: int) -> float | None:
     shown = instance.long_listing(jobid)["Est_Start_Time"]
     return None if shown == "-" else datetime.strptime(shown, "%Y-%m-%d %H:%M:%S").timestamp()
@@ -95,7 +88,7 @@ def _estimate(instance: Instance, jobid: int) -> float | None:
 def test_live_estimates_equal_the_starts_and_showstart_prints_them(instance: Instance) -> None:
     """Jobs that outlive their wall time are ended at it: each runs for its requested time.
     The starts then follow the estimates to within the daemons' polling (a second or two)."""
-    sleeper = _script(instance.jobs_dir, "outlive.sh", "sleep 60")
+    sleeper = script(instance.jobs_dir, "outlive.sh", "sleep 60")
     first = instance.qsub("-n", "4", "-t", "00:00:06", str(sleeper))
     instance.wait_for(first, {"running"})
     queued = [instance.qsub("-n", str(n), "-t", "00:00:05", str(sleeper)) for n in (4, 2, 2)]

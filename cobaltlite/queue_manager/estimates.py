@@ -3,7 +3,7 @@
 After each pass the scheduler asks (a one-way call with its backfilling, its window W and the
 components out of service); the queue manager runs the estimate in a thread of its own and keeps
 the answer in memory, so qstat reads a dictionary and never waits for a replay. Requests that
-arrive while one runs are merged: only the newest matters.
+arrive while one runs are merged: only the newest matters (newest.py).
 
 The estimate is a forked replay (qsim/fork.py) with the real `Scheduler`: the runnable queued
 jobs of `QueueManager.runnable_jobs`, scored by their queues' policies at each virtual pass; the
@@ -14,7 +14,6 @@ docs/architecture.md, "Estimated start times".
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import structlog
@@ -25,6 +24,7 @@ from cobaltlite.machine.runtime import build_machine, set_out_of_service
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.qsim.engine import SimJob
 from cobaltlite.qsim.fork import estimate_start_times
+from cobaltlite.queue_manager.newest import NewestOnly
 from cobaltlite.scheduler.scheduler import Backfill, check_window
 
 log = structlog.get_logger("start-estimates")
@@ -39,35 +39,28 @@ class StartEstimator:
         self._manager = manager
         self._system = system
         self._machine: Machine | None = None
-        self._request: tuple[Backfill, int, list[str], dict[str, PlaceSet]] | None = None
-        self._ready = threading.Condition()
         self.last_error: str | None = None
-        threading.Thread(target=self._run, name="start estimates", daemon=True).start()
+        self._worker: NewestOnly[tuple[Backfill, int, list[str], dict[str, PlaceSet]]] = \
+            NewestOnly("start estimates", self._estimate_and_keep)
 
     def request(self, backfill: str, window: int, failed: list[str],
                 places: dict[str, list[str]]) -> None:
         """Estimate again (soon, in the estimator's thread) for a scheduler with these
         settings, these components out of service and these queue -> places mappings.
         Raises ValueError on bad settings."""
-        settings = (Backfill(backfill), check_window(window), [str(name) for name in failed],
-                    {str(queue): frozenset(map(str, where)) for queue, where in places.items()})
-        with self._ready:
-            self._request = settings
-            self._ready.notify()
+        self._worker.submit((
+            Backfill(backfill), check_window(window), [str(name) for name in failed],
+            {str(queue): frozenset(map(str, where)) for queue, where in places.items()}))
 
-    def _run(self) -> None:
-        while True:
-            with self._ready:
-                while self._request is None:
-                    self._ready.wait()
-                request, self._request = self._request, None
-            try:
-                self._manager.estimated_starts = self.estimate(*request)
-                self.last_error = None
-            except Exception as exc:  # a peer down, a policy failing: the next pass retries
-                if str(exc) != self.last_error:
-                    log.warning("start times not estimated", error=str(exc))
-                self.last_error = str(exc)
+    def _estimate_and_keep(self, request: tuple[Backfill, int, list[str], dict[str, PlaceSet]]
+                           ) -> None:
+        try:
+            self._manager.estimated_starts = self.estimate(*request)
+            self.last_error = None
+        except Exception as exc:  # a peer down, a policy failing: the next pass retries
+            if str(exc) != self.last_error:
+                log.warning("start times not estimated", error=str(exc))
+            self.last_error = str(exc)
 
     def estimate(self, backfill: Backfill, window: int, failed: list[str],
                  places: dict[str, PlaceSet]) -> dict[int, float]:

@@ -27,6 +27,7 @@ from cobaltlite.policy.budget import BudgetExceeded, run_with_budget
 from cobaltlite.policy.registry import PolicyRegistry
 from cobaltlite.policy.utility import PassInputs, PolicyError
 from cobaltlite.queue_manager import limits as lim
+from cobaltlite.queue_manager.newest import NewestOnly
 from cobaltlite.queue_manager.store import JobStore
 from cobaltlite.timefmt import format_hms
 
@@ -130,29 +131,20 @@ class ScoreWriter:
 
     def __init__(self, store: JobStore) -> None:
         self._store = store
-        self._latest: dict[int, float] | None = None
         self._written: dict[int, float] = {}
-        self._ready = threading.Condition()
-        threading.Thread(target=self._run, name="score writer", daemon=True).start()
+        self._worker = NewestOnly("score writer", self._write)
 
     def submit(self, scores: dict[int, float]) -> None:
-        with self._ready:
-            self._latest = scores
-            self._ready.notify()
+        self._worker.submit(scores)
 
-    def _run(self) -> None:
-        while True:
-            with self._ready:
-                while self._latest is None:
-                    self._ready.wait()
-                scores, self._latest = self._latest, None
-            changed = {j: v for j, v in scores.items() if self._written.get(j) != v}
-            try:
-                self._store.set_scores(changed)
-                self._written = scores
-            except Exception as exc:  # the database is busy or gone: the next pass retries
-                log.warning("scores not saved", error=str(exc))
-            time.sleep(self.INTERVAL)
+    def _write(self, scores: dict[int, float]) -> None:
+        changed = {j: v for j, v in scores.items() if self._written.get(j) != v}
+        try:
+            self._store.set_scores(changed)
+            self._written = scores
+        except Exception as exc:  # the database is busy or gone: the next pass retries
+            log.warning("scores not saved", error=str(exc))
+        time.sleep(self.INTERVAL)
 
 
 class QueueManager:
