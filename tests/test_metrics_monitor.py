@@ -185,3 +185,16 @@ def test_plain_users_read_metrics_and_start_estimates(instance: Instance) -> Non
     assert start.stdout.splitlines()[0] == f"job {waiting} requires 4 nodes for 00:05:00"
     for jobid in (waiting, running):
         assert instance.command("qdel", str(jobid)).returncode == 0
+
+
+def test_a_prometheus_port_in_use_stops_the_monitor_with_the_reason() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        instance = Instance(machine="flat:2", settings={"prometheus_address":
+                                                        f"127.0.0.1:{port}"})
+        with pytest.raises(RuntimeError) as failed:
+            instance.start()
+    assert f"prometheus_address '127.0.0.1:{port}': cannot listen there: Address already in " \
+           "use" in str(failed.value)
