@@ -25,6 +25,10 @@ from cobaltlite.traces.model import TraceJob
 MACHINE = "flat:8"
 
 
+MAPPED = {"mapped": frozenset({"0", "1", "2", "3"})}
+"""Queue `mapped` may use nodes 0-3 only (partadm --queue); queue `default` goes anywhere."""
+
+
 class _EstimateAfterLastArrival:
     """A Qsim pass hook: at the last submission's pass, estimate every queued job's start."""
 
@@ -43,23 +47,26 @@ class _EstimateAfterLastArrival:
             empty = build_machine(load_description(MACHINE))
             self.estimates = estimate_start_times(
                 empty, now, self.qsim.running_jobs(), self.qsim.queued_jobs(), policy,
-                backfill, window)
+                backfill, window, queue_places=self.qsim.queue_places)
 
 
 jobs_strategy = st.lists(
-    st.tuples(st.integers(0, 50), st.integers(1, 8), st.integers(1, 40)), min_size=1,
-    max_size=14)
+    st.tuples(st.integers(0, 50), st.integers(1, 8), st.integers(1, 40), st.booleans()),
+    min_size=1, max_size=14)
 
 
 @settings(max_examples=60, deadline=None)
 @given(jobs=jobs_strategy, policy=st.sampled_from(["fcfs", "wfp3", "default", "unicef"]),
        backfill=st.sampled_from(list(Backfill)), window=st.integers(1, 3))
 def test_qsim_estimates_equal_the_starts_when_nothing_new_arrives(
-        jobs: list[tuple[int, int, int]], policy: str, backfill: Backfill, window: int) -> None:
-    trace = [TraceJob(i + 1, submit, wall, wall, nodes)
-             for i, (submit, nodes, wall) in enumerate(jobs)]
+        jobs: list[tuple[int, int, int, bool]], policy: str, backfill: Backfill,
+        window: int) -> None:
+    trace = [TraceJob(i + 1, submit, wall, wall, min(nodes, 4) if mapped else nodes,
+                      queue="mapped" if mapped else "default")
+             for i, (submit, nodes, wall, mapped) in enumerate(jobs)]
     qsim = Qsim(trace, build_machine(load_description(MACHINE)), builtin_policy(policy),
                 backfill, window=window)
+    qsim.queue_places = dict(MAPPED)
     hook = _EstimateAfterLastArrival(qsim, max(j.submit_time for j in trace), policy,
                                      backfill, window)
     qsim.pass_hook = hook
@@ -68,6 +75,17 @@ def test_qsim_estimates_equal_the_starts_when_nothing_new_arrives(
     started_later = {o.jobid: o.start_time for o in result.outcomes
                      if o.start_time > hook.last_arrival}
     assert hook.estimates == started_later
+    assert all(int(node) < 4 for o in result.outcomes if o.queue == "mapped"
+               for node in _nodes(o.location))
+
+
+def _nodes(location: str) -> list[str]:
+    """The node numbers of a flat location such as "0-2,5"."""
+    nodes: list[str] = []
+    for part in location.split(","):
+        first, _, last = part.partition("-")
+        nodes += [str(n) for n in range(int(first), int(last or first) + 1)]
+    return nodes
 
 
 # ---- live ----------------------------------------------------------------------------------
