@@ -30,6 +30,8 @@ from cobaltlite.scheduler.scheduler import Backfill, check_window
 log = structlog.get_logger("start-estimates")
 
 _HOLDING = (states.STARTING, states.RUNNING, states.KILLING, states.EXITING)
+_RUNNING_FIELDS = ("nodes", "walltime", "submittime", "user", "project", "queue", "starttime",
+                   "location")
 
 
 class StartEstimator:
@@ -80,7 +82,8 @@ class StartEstimator:
                           row["project"], row["queue"],
                           start_time=now if row["starttime"] is None else row["starttime"],
                           location=row["location"])
-                   for row in manager.store.jobs(states=_HOLDING) if row["location"]]
+                   for row in manager.store.jobs(states=_HOLDING, fields=_RUNNING_FIELDS)
+                   if row["location"]]
         return estimate_start_times(self._what_if_machine(failed), now, running, queued,
                                     policies[manager.default_policy], backfill, window,
                                     queue_rows, policies, places)
