@@ -17,7 +17,7 @@ from typing import Any
 
 from cobaltlite.jobs import lifecycle
 from cobaltlite.machine.model import Machine, PlaceSet
-from cobaltlite.policy.utility import UtilityFunction, default, fcfs, high_prio
+from cobaltlite.policy.utility import PassInputs, UtilityFunction, default, fcfs, high_prio
 from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.scheduler.scheduler import Backfill
 
@@ -28,7 +28,7 @@ FIXED_RANK_FUNCTIONS = (fcfs, default, high_prio)
 so when times are whole seconds, see fairness.py's `_whole_times`); the others ignore time."""
 
 
-class _Started(Exception):
+class TargetStarted(Exception):
     """Raised inside a forked replay the moment its target job starts."""
 
 
@@ -36,41 +36,34 @@ class ForkedReplay(Qsim):
     target = -1
     """The job whose start ends `run_to_target`."""
     fixed_order = False
-    """Set when the queue's rank order is the same at every pass (`rank_is_fixed`): passes
-    then see only the jobs that can matter (`schedulable_jobs`)."""
+    """Set when the queue's rank order is the same at every pass and the queue is resumed in
+    that order (`rank_is_fixed`): passes then see only the jobs that can matter
+    (`schedulable_jobs`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.starts: dict[int, float] = {}
         """Every job the fork started, with its start time."""
-        self._ranked = False
 
     def schedulable_jobs(self) -> list[SimJob]:
         """The queue, scored; under `fixed_order`, only the jobs that can matter to this pass.
 
-        Under `fixed_order` the first pass scores the queue and puts it in rank order, which
-        holds at every later pass, so later passes keep those scores (the scheduler compares
-        them only with each other). A job needs at least its size in idle nodes to start, and
-        idle nodes only shrink during a pass. So when no queued job fits, the pass starts
-        nothing and is skipped (a fork has no arrivals; a pass changes nothing but by starting
-        jobs). Otherwise, of the jobs that do not fit, only the first in rank order can be the
-        pass's top job (the one EASY protects); the others are tried only by the cut and the
-        backfill, which cannot place them, and W = 1 reserves nothing for them. Dropping them
-        changes no start."""
+        Under `fixed_order` the queue is kept in rank order (the caller resumes it so, and a
+        job joining later ranks last), which holds at every pass. A job needs at least its size
+        in idle nodes to start, and idle nodes only shrink during a pass. So when no queued job
+        fits, the pass starts nothing and is skipped (a fork has no arrivals; a pass changes
+        nothing but by starting jobs). Otherwise, of the jobs that do not fit, only the first in
+        rank order can be the pass's top job (the one EASY protects); the others are tried only
+        by the cut and the backfill, which cannot place them, and W = 1 reserves nothing for
+        them. Dropping them changes no start; the jobs kept are scored as the full queue would
+        score them (the FIXED_RANK_FUNCTIONS read no queue statistics; FCFS's score and
+        threshold, the queued time, are set here directly)."""
         if not self.fixed_order:
             return super().schedulable_jobs()
-        queue = self._queue
-        if not self._ranked:
-            ranked = super().schedulable_jobs()
-            ranked.sort(key=_by_jobid)
-            ranked.sort(key=_by_score, reverse=True)
-            queue.clear()  # in place: run_forward holds this dict
-            queue.update((job.jobid, job) for job in ranked)
-            self._ranked = True
         idle = self._machine.idle_nodes()
         kept: list[SimJob] = []
         blocked = False
-        for job in queue.values():
+        for job in self._queue.values():
             if job.size <= idle:
                 kept.append(job)
             elif not blocked:
@@ -78,6 +71,15 @@ class ForkedReplay(Qsim):
                 kept.append(job)
         if len(kept) == blocked:
             return []
+        now = self.clock.now()
+        if self.policy.function is fcfs:
+            for job in kept:
+                job.queued_time = job.score = job.threshold = now - job.submit_time
+        else:
+            for job in kept:
+                job.queued_time = now - job.submit_time
+            self._inputs.now = now
+            self.policy.score_jobs(kept, self._inputs)
         return kept
 
     def run_forward(self) -> None:
@@ -104,7 +106,7 @@ class ForkedReplay(Qsim):
         """Run forward until `target` starts; return its start time."""
         try:
             self.run_forward()
-        except _Started:
+        except TargetStarted:
             return self.clock.now()
         raise AssertionError(f"job {self.target} never started in its forked replay")
 
@@ -113,7 +115,7 @@ class ForkedReplay(Qsim):
         if started:
             self.starts[jobid] = self.clock.now()
             if jobid == self.target:
-                raise _Started
+                raise TargetStarted
         return started
 
 
@@ -147,7 +149,11 @@ def estimate_start_times(
     ending = [replace(job, run_time=max(job.wall_time, now - job.start_time),
                       status=lifecycle.NEW) for job in running]
     waiting = [replace(job, run_time=job.wall_time, status=lifecycle.NEW, start_time=-1.0,
-                       location="") for job in queued]
+                       location="", queued_time=now - job.submit_time) for job in queued]
+    if fork.fixed_order:  # resumed in rank order, which every later pass keeps
+        policy.score_jobs(waiting, PassInputs(now, machine.total_nodes, machine.min_block_size))
+        waiting.sort(key=_by_jobid)
+        waiting.sort(key=_by_score, reverse=True)
     try:
         fork.resume(now, ending, waiting)
         fork.run_forward()
@@ -162,13 +168,16 @@ def rank_is_fixed(policy: UtilityFunction, backfill: Backfill, window: int,
                   policies: Mapping[str, UtilityFunction] | None = None) -> bool:
     """True when a fork may use `fixed_order`: W = 1, EASY or no backfilling (the pruning's
     argument), no running limits (they hold jobs back pass by pass), and every queue scored by
-    one of FIXED_RANK_FUNCTIONS."""
-    if window != 1 or backfill not in (Backfill.EASY, Backfill.NONE):
+    `policy`, one of FIXED_RANK_FUNCTIONS."""
+    if (window != 1 or backfill not in (Backfill.EASY, Backfill.NONE)
+            or policy.function not in FIXED_RANK_FUNCTIONS):
         return False
-    used = [policy]
     for queue in queue_config or ():
         if queue["restrictions"]:
             return False
-        if queue["policy"] is not None:
-            used.append((policies or {}).get(queue["policy"], policy))
-    return all(p.function in FIXED_RANK_FUNCTIONS for p in used)
+        # Two policies rank against each other differently as time goes (FCFS's scores grow,
+        # default's do not): every queue must use this one.
+        if queue["policy"] is not None and \
+                (policies or {}).get(queue["policy"], policy).function is not policy.function:
+            return False
+    return True
