@@ -56,8 +56,9 @@ class ForkedReplay(Qsim):
         rank order can be the pass's top job (the one EASY protects); the others are tried only
         by the cut and the backfill, which cannot place them, and W = 1 reserves nothing for
         them. Dropping them changes no start; the jobs kept are scored as the full queue would
-        score them (the FIXED_RANK_FUNCTIONS read no queue statistics; FCFS's score and
-        threshold, the queued time, are set here directly)."""
+        score them: FCFS's score and threshold, the queued time, are set here directly; the
+        other FIXED_RANK_FUNCTIONS ignore time, so the scores the jobs were resumed with stand
+        (estimate_start_times scores them)."""
         if not self.fixed_order:
             return super().schedulable_jobs()
         idle = self._machine.idle_nodes()
@@ -71,15 +72,10 @@ class ForkedReplay(Qsim):
                 kept.append(job)
         if len(kept) == blocked:
             return []
-        now = self.clock.now()
         if self.policy.function is fcfs:
+            now = self.clock.now()
             for job in kept:
                 job.queued_time = job.score = job.threshold = now - job.submit_time
-        else:
-            for job in kept:
-                job.queued_time = now - job.submit_time
-            self._inputs.now = now
-            self.policy.score_jobs(kept, self._inputs)
         return kept
 
     def run_forward(self) -> None:
