@@ -19,6 +19,7 @@ from cobaltlite.jobs import lifecycle
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, default, fcfs, high_prio
 from cobaltlite.qsim.engine import Qsim, SimJob
+from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill
 
 _by_jobid = attrgetter("jobid")
@@ -126,6 +127,7 @@ def estimate_start_times(
     queue_config: Sequence[Mapping[str, Any]] | None = None,
     policies: Mapping[str, UtilityFunction] | None = None,
     queue_places: Mapping[str, PlaceSet] | None = None,
+    reservations: Sequence[Reservation] = (),
 ) -> dict[int, float]:
     """{jobid: estimated start} for the `queued` jobs that can start: a fork from `now` in
     which each running job ends at its start plus its requested `wall_time` (at `now` if that
@@ -134,12 +136,15 @@ def estimate_start_times(
     `machine` must hold nothing (a what-if copy of the real one, failed components and all); it
     is left empty. The jobs given are copied, never changed. `queue_config` and `policies` are
     Qsim's (per-queue policies and running limits); without them every job is scored by
-    `policy`. `queue_places` maps queues to the places their jobs may use (partadm --queue). A
-    job missing from the answer never starts in the fork (no place can hold it).
+    `policy`. `queue_places` maps queues to the places their jobs may use (partadm --queue);
+    `reservations` (setres) are held over their periods as in Qsim. A job missing from the
+    answer never starts in the fork (no place can hold it).
     """
     fork = ForkedReplay([], machine, policy, backfill, queue_config=queue_config,
-                        policies=policies, window=window)
-    fork.fixed_order = rank_is_fixed(policy, backfill, window, queue_config, policies)
+                        policies=policies, window=window, reservations=reservations)
+    # The pruning's argument knows nothing of reservations: with one, every pass sees all.
+    fork.fixed_order = not reservations and rank_is_fixed(policy, backfill, window,
+                                                          queue_config, policies)
     fork.queue_places = dict(queue_places or {})
     # Fresh copies (a new job's status), as fairness.py's forks build theirs.
     ending = [replace(job, run_time=max(job.wall_time, now - job.start_time),

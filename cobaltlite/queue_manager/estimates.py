@@ -8,7 +8,8 @@ arrive while one runs are merged: only the newest matters (newest.py).
 The estimate is a forked replay (qsim/fork.py) with the real `Scheduler`: the runnable queued
 jobs of `QueueManager.runnable_jobs`, scored by their queues' policies at each virtual pass; the
 running jobs hold their places until start + requested wall time; no new arrivals; every job runs
-for its requested time. Held jobs, and jobs of stopped queues, get none. Decisions in
+for its requested time; reservations (setres) hold their places over their periods, as the
+scheduler sees them. Held jobs, and jobs of stopped queues, get none. Decisions in
 docs/architecture.md, "Estimated start times".
 """
 
@@ -25,6 +26,7 @@ from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.qsim.engine import SimJob
 from cobaltlite.qsim.fork import estimate_start_times
 from cobaltlite.queue_manager.newest import NewestOnly
+from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill, check_window
 
 log = structlog.get_logger("start-estimates")
@@ -84,9 +86,10 @@ class StartEstimator:
                           location=row["location"])
                    for row in manager.store.jobs(states=_HOLDING, fields=_RUNNING_FIELDS)
                    if row["location"]]
+        reservations = [Reservation.from_row(row) for row in manager.reservations.listing()]
         return estimate_start_times(self._what_if_machine(failed), now, running, queued,
                                     policies[manager.default_policy], backfill, window,
-                                    queue_rows, policies, places)
+                                    queue_rows, policies, places, reservations)
 
     def _what_if_machine(self, failed: list[str]) -> Machine:
         """An empty model of the machine with `failed` out of service (built once)."""
