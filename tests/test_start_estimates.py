@@ -19,6 +19,7 @@ from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import builtin_policy
 from cobaltlite.qsim.engine import Qsim
 from cobaltlite.qsim.fork import estimate_start_times
+from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.traces.model import TraceJob
 
@@ -33,8 +34,8 @@ class _EstimateAfterLastArrival:
     """A Qsim pass hook: at the last submission's pass, estimate every queued job's start."""
 
     def __init__(self, qsim: Qsim, last_arrival: float, policy: str, backfill: Backfill,
-                 window: int) -> None:
-        self.qsim, self.last_arrival = qsim, last_arrival
+                 window: int, reservations: list[Reservation]) -> None:
+        self.qsim, self.last_arrival, self.reservations = qsim, last_arrival, reservations
         self.settings = (builtin_policy(policy), backfill, window)
         self.estimates: dict[int, float] | None = None
 
@@ -47,7 +48,8 @@ class _EstimateAfterLastArrival:
             empty = build_machine(load_description(MACHINE))
             self.estimates = estimate_start_times(
                 empty, now, self.qsim.running_jobs(), self.qsim.queued_jobs(), policy,
-                backfill, window, queue_places=self.qsim.queue_places)
+                backfill, window, queue_places=self.qsim.queue_places,
+                reservations=self.reservations)
 
 
 jobs_strategy = st.lists(
@@ -55,20 +57,26 @@ jobs_strategy = st.lists(
     min_size=1, max_size=14)
 
 
+MAINTENANCE = Reservation("maint", start=30, duration=40, places=tuple(map(str, range(8))))
+"""The whole machine reserved over [30, 70): no job may overlap it."""
+
+
 @settings(max_examples=60, deadline=None)
 @given(jobs=jobs_strategy, policy=st.sampled_from(["fcfs", "wfp3", "default", "unicef"]),
-       backfill=st.sampled_from(list(Backfill)), window=st.integers(1, 3))
+       backfill=st.sampled_from(list(Backfill)), window=st.integers(1, 3),
+       maintenance=st.booleans())
 def test_qsim_estimates_equal_the_starts_when_nothing_new_arrives(
         jobs: list[tuple[int, int, int, bool]], policy: str, backfill: Backfill,
-        window: int) -> None:
+        window: int, maintenance: bool) -> None:
     trace = [TraceJob(i + 1, submit, wall, wall, min(nodes, 4) if mapped else nodes,
                       queue="mapped" if mapped else "default")
              for i, (submit, nodes, wall, mapped) in enumerate(jobs)]
+    reservations = [MAINTENANCE] if maintenance else []
     qsim = Qsim(trace, build_machine(load_description(MACHINE)), builtin_policy(policy),
-                backfill, window=window)
+                backfill, window=window, reservations=reservations)
     qsim.queue_places = dict(MAPPED)
     hook = _EstimateAfterLastArrival(qsim, max(j.submit_time for j in trace), policy,
-                                     backfill, window)
+                                     backfill, window, reservations)
     qsim.pass_hook = hook
     result = qsim.run()
     assert hook.estimates is not None

@@ -80,23 +80,40 @@ class ForkedReplay(Qsim):
         return kept
 
     def run_forward(self) -> None:
-        """A pass now, then Qsim.run's loop for a fork until the queue is empty or nothing is
-        left running: a fork has no arrivals, failures or hooks, so its events are the job
-        ends, each followed by the pass; an end only frees the job's place (no outcome, sample
-        or load is kept for a fork)."""
+        """A pass now, then Qsim.run's loop for a fork until the queue is empty or nothing can
+        change any more: a fork has no arrivals, failures or hooks, so its events are the job
+        ends and the reservation periods' starts and ends (as Qsim.run gives up on them: once
+        only they are left and each has ended or gone round once), each followed by the pass;
+        an end only frees the job's place (no outcome, sample or load is kept for a fork)."""
         ends, queue, running = self._ends, self._queue, self._running
         machine, clock, iterate = self._machine, self.clock, self.scheduler.iterate
         pop, release = heapq.heappop, machine.release
+        inf = float("inf")
+        reserved = bool(self._reservations)
+        next_window = self._next_boundary(clock.now()) if reserved else inf
+        give_up = inf
         if queue:
             iterate()
-        while ends and queue:
-            t = ends[0][0]
+        while queue and (ends or next_window < inf):
+            t = ends[0][0] if ends else inf
+            if reserved:
+                if next_window <= t:
+                    t = next_window
+                if ends:
+                    give_up = inf
+                elif give_up == inf:
+                    give_up = max(t + r.cycle + r.duration if r.cycle else r.end
+                                  for r in self._reservations)
+                if t > give_up:
+                    return
+                next_window = self._next_boundary(t)
+                self._close_ended_reservations(t)
             clock.advance_to(t)
             while ends and ends[0][0] == t:
                 jobid = pop(ends)[1]
                 del running[jobid]
                 release(jobid)
-            if machine.has_free_capacity():
+            if queue and machine.has_free_capacity():
                 iterate()
 
     def run_to_target(self) -> float:
