@@ -99,11 +99,7 @@ class ForkedReplay(Qsim):
             if reserved:
                 if next_window <= t:
                     t = next_window
-                if ends:
-                    give_up = inf
-                elif give_up == inf:
-                    give_up = max(t + r.cycle + r.duration if r.cycle else r.end
-                                  for r in self._reservations)
+                give_up = self._reservations_give_up(t, bool(ends), give_up)
                 if t > give_up:
                     return
                 next_window = self._next_boundary(t)
