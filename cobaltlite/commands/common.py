@@ -368,6 +368,9 @@ class SystemControlClient(UserSocketClient):
     def unfail(self, components: list[str]) -> dict[str, Any]:
         return dict(self._call("unfail", components))
 
+    def agents(self) -> list[Row]:
+        return list(self._call("agents"))
+
 
 class MetricsClient(UserSocketClient):
     """The metrics monitor's read-only user API (cqmetrics; metrics_monitor.monitor)."""
