@@ -41,6 +41,7 @@ from cobaltlite.jobs import lifecycle, queues
 from cobaltlite.jobs.lifecycle import JobStatus
 from cobaltlite.jobs.queues import QueueLoad, SettingError
 from cobaltlite.machine.model import Machine
+from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, UsageLedger
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
@@ -130,6 +131,7 @@ class Qsim:
         failures: Sequence[FailureEvent] | None = None,
         repair_time: float = DEFAULT_REPAIR_TIME,
         window: int = 1,
+        usage_half_life: float = DEFAULT_HALF_LIFE,
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
         RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`.
@@ -142,6 +144,9 @@ class Qsim:
         is out of service for `repair_time` seconds. None: nothing ever fails.
 
         `window`: the scheduler's allocation window W (seed 000 §3.3; 1 = no reordering).
+
+        `usage_half_life`: seconds, the decay of per-user usage; the usage is kept only when a
+        policy reads it (`user_usage`, as the fairshare policy does).
         """
         self._machine = machine
         self.policy = policy
@@ -204,6 +209,10 @@ class Qsim:
         self._inputs = PassInputs(
             now=0.0, machine_size=machine.total_nodes, n_s=machine.min_block_size
         )
+        self._usage: UsageLedger | None = None
+        if any(p.needs_user_usage for p in (policy, *self._policies.values())):
+            self._usage = UsageLedger(usage_half_life, self.clock.now)
+            self._inputs.user_usage = self._usage.share_of(machine.total_nodes)
         self.scheduler = Scheduler(self, self, self.clock, backfill, window)
         self._run_pass = pass_runner or self.scheduler.iterate
         self.pass_hook: PassHook | None = None
@@ -273,6 +282,8 @@ class Qsim:
         self._running[jobid] = job
         if self._limited:
             self._loads[job.queue].started(job.user_name, job.size)
+        if self._usage is not None:
+            self._usage.started(job.user_name, job.allocated_nodes, now)
         heapq.heappush(self._ends, (job.end_time, jobid))
         self.observer.started(job, now)
         return True
@@ -434,6 +445,8 @@ class Qsim:
         heapq.heapify(self._ends)
         job.failed_runs += 1
         job.lost_node_seconds += job.allocated_nodes * (now - job.start_time)
+        if self._usage is not None:
+            self._usage.stopped(job.user_name, job.allocated_nodes, job.start_time, now)
         self.observer.killed_by_failure(job, now, component)
         job.status = lifecycle.requeued(job.status).status
         if self._limited:
@@ -444,6 +457,8 @@ class Qsim:
 
     def _finish(self, job: SimJob, now: float) -> None:
         self._machine.release(job.jobid)
+        if self._usage is not None:
+            self._usage.stopped(job.user_name, job.allocated_nodes, job.start_time, now)
         killed = job.run_time > job.wall_time
         if killed:
             job.status = lifecycle.walltime_reached(job.status).status

@@ -25,6 +25,7 @@ from cobaltlite.jobs.lifecycle import JobStatus, Outcome, Refused
 from cobaltlite.jobs.queues import QueueLoad, SettingError
 from cobaltlite.policy.budget import BudgetExceeded, run_with_budget
 from cobaltlite.policy.registry import PolicyRegistry
+from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, UsageLedger
 from cobaltlite.policy.utility import PassInputs, PolicyError
 from cobaltlite.queue_manager import limits as lim
 from cobaltlite.queue_manager.store import JobStore
@@ -166,6 +167,7 @@ class QueueManager:
         policies: PolicyRegistry | None = None,
         default_policy: str = "default",
         dep_frac: float = DEFAULT_DEP_FRAC,
+        usage_half_life: float = DEFAULT_HALF_LIFE,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -178,6 +180,8 @@ class QueueManager:
         self._lock = threading.RLock()
         self._limits: dict[str, Any] | None = None
         self._score_writer = ScoreWriter(store)
+        self._usage_half_life = usage_half_life
+        self._usage: UsageLedger | None = None
 
     def limits(self) -> dict[str, Any]:
         if self._limits is None:
@@ -743,7 +747,30 @@ class QueueManager:
 
     def _inputs(self, now: float) -> PassInputs:
         limits = self.limits()
-        return PassInputs(now, limits["machine_nodes"], limits["min_block_size"])
+        return PassInputs(now, limits["machine_nodes"], limits["min_block_size"],
+                          user_usage=self._ledger().share_of(limits["machine_nodes"]))
+
+    def _ledger(self) -> UsageLedger:
+        """The per-user usage (fairshare's `user_usage`), built on first use from the store:
+        the finished usage it kept, then the jobs running now."""
+        with self._lock:
+            if self._usage is None:
+                ledger = UsageLedger(self._usage_half_life, self.clock.now)
+                ledger.restore(self.store.user_usage())
+                for job in self.store.jobs(states=list(states.ACTIVE_STATES)):
+                    if job["starttime"] is not None:
+                        ledger.started(job["user"], job["nodes"], job["starttime"])
+                self._usage = ledger
+            return self._usage
+
+    def _charge(self, job: Mapping[str, Any], end_time: float) -> tuple[str, float, float] | None:
+        """Count the run of `job` (if it started) in its owner's usage; the usage row to store
+        with the job's change."""
+        if job["starttime"] is None:
+            return None
+        ledger = self._ledger()
+        ledger.stopped(job["user"], job["nodes"], job["starttime"], end_time)
+        return ledger.finished(job["user"])
 
     def _score(self, name: str, jobs: list[_Scored], inputs: PassInputs) -> Container[int]:
         """Score `jobs` with policy `name`; return the ids of jobs that kept their previous
@@ -802,6 +829,7 @@ class QueueManager:
             except Refused as exc:
                 log.info("job start refused", jobid=jobid, reason=str(exc))
                 return False
+            usage = self._ledger()  # built before the start, so the start is counted once
             if not self.store.update_job(jobid, {"state": outcome.status.state,
                                                  "location": location},
                                          expect_states=[states.QUEUED]):
@@ -818,6 +846,7 @@ class QueueManager:
             now = self.clock.now()
             self.store.update_job(jobid, {"state": states.RUNNING, "starttime": now},
                                   expect_states=[states.STARTING])
+            usage.started(job["user"], job["nodes"], now)
         self._write(("S",), {**job, "starttime": now}, now)
         log.info("job started", jobid=jobid, location=location, forced=forced)
         return True
@@ -832,7 +861,8 @@ class QueueManager:
             if reason == "walltime":
                 records_ = ("A", *records_)
             self.store.update_job(jobid, {"state": states.DONE, "endtime": end_time,
-                                          "exit_status": exit_status, "end_reason": reason})
+                                          "exit_status": exit_status, "end_reason": reason},
+                                  usage=self._charge(job, end_time))
         self._write(records_, job, end_time, exit_status=exit_status)
         log.info("job ended", jobid=jobid, exit_status=exit_status, reason=reason)
         self._parent_left(job, exit_status)
@@ -887,7 +917,7 @@ class QueueManager:
             outcome = lifecycle.requeued(self._job_status(job))
             self.store.update_job(jobid, {"state": outcome.status.state, "location": None,
                                           "starttime": None, "end_reason": FAILURE_END_REASON},
-                                  expect_states=[job["state"]])
+                                  expect_states=[job["state"]], usage=self._charge(job, end_time))
         self._write(outcome.records, job, end_time)
         log.info("job requeued after a failure", jobid=jobid, component=component,
                  location=job["location"])
