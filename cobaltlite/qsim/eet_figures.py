@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.colors import LogNorm
 
 from cobaltlite.qsim.eet import HEATMAP_MAX_COLUMNS, EetReport
 
@@ -35,8 +36,8 @@ def draw_boxplots(named: Sequence[tuple[str, EetReport]], path: Path) -> None:
     wt_axes.set_xticks(range(1, len(labels) + 1), labels, rotation=20)
     if any(late):  # a log axis needs one value above zero
         wt_axes.set_yscale("log")
-    wt_axes.set_ylabel("weighted tardiness per user (CPU-s)")
-    wt_axes.set_title("WT_u (formula 3), users with WT_u > 0")
+    wt_axes.set_ylabel("weighted tardiness per user (CPU-s; users with WT_u > 0)")
+    wt_axes.set_title("WT_u (formula 3)")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -48,7 +49,9 @@ def heatmap_cells(report: EetReport) -> tuple[list[str], np.ndarray, np.ndarray,
     equal spans of time, and `usage` is the share of the machine's CPUs busy in each column."""
     jobs = report.jobs
     origin = math.floor(min(j.submit for j in jobs) / MINUTE) * MINUTE
-    horizon = max(max(j.end for j in jobs), max(report.eet.values()))
+    # A violated job's cells span [EET_j - p_j, C_j - p_j): they end at its real start, so the
+    # last end bounds them (an EET may lie far later: a heavy user's share packs for months).
+    horizon = max(j.end for j in jobs)
     minutes = max(1, math.ceil((horizon - origin) / MINUTE))
     per_column = math.ceil(minutes / HEATMAP_MAX_COLUMNS)
     edges = origin + MINUTE * per_column * np.arange(math.ceil(minutes / per_column) + 1)
@@ -100,8 +103,14 @@ def draw_heatmap(report: EetReport, path: Path, title: str) -> None:
     days = np.arange(len(usage) + 1) * column / 86400.0
     figure, (heat_axes, usage_axes) = plt.subplots(
         2, 1, figsize=(11, 6), sharex=True, gridspec_kw={"height_ratios": [4, 1]})
-    image = heat_axes.pcolormesh(days, np.arange(len(users) + 1), cells, cmap="magma_r",
-                                 shading="flat", vmin=0)
+    # A log colour scale: a few cells with hundreds of late jobs would wash out the rest. Cells
+    # without a late job are left blank.
+    positive = cells[cells > 0]
+    norm = (LogNorm(vmin=max(positive.min(), 1e-3), vmax=positive.max()) if positive.size
+            else None)
+    image = heat_axes.pcolormesh(days, np.arange(len(users) + 1),
+                                 np.ma.masked_less_equal(cells, 0), cmap="magma_r",
+                                 shading="flat", norm=norm)
     heat_axes.invert_yaxis()
     heat_axes.set_ylabel(f"users ({len(users)}, most jobs on top)")
     heat_axes.set_title(title)
