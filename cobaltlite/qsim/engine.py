@@ -285,7 +285,7 @@ class Qsim:
         if self._limited:
             self._loads[job.queue].started(job.user_name, job.size)
         if self._usage is not None:
-            self._usage.started(job.user_name, job.allocated_nodes, now)
+            self._usage.started(job.user_name, job.size, now)
         heapq.heappush(self._ends, (job.end_time, jobid))
         self.observer.started(job, now)
         return True
@@ -451,7 +451,7 @@ class Qsim:
         job.failed_runs += 1
         job.lost_node_seconds += job.allocated_nodes * (now - job.start_time)
         if self._usage is not None:
-            self._usage.stopped(job.user_name, job.allocated_nodes, job.start_time, now)
+            self._usage.stopped(job.user_name, job.size, job.start_time, now)
         self.observer.killed_by_failure(job, now, component)
         job.status = lifecycle.requeued(job.status).status
         if self._limited:
@@ -463,7 +463,7 @@ class Qsim:
     def _finish(self, job: SimJob, now: float) -> None:
         self._machine.release(job.jobid)
         if self._usage is not None:
-            self._usage.stopped(job.user_name, job.allocated_nodes, job.start_time, now)
+            self._usage.stopped(job.user_name, job.size, job.start_time, now)
         killed = job.run_time > job.wall_time
         if killed:
             job.status = lifecycle.walltime_reached(job.status).status
