@@ -85,7 +85,22 @@ class UsageLedger:
         if machine_size <= 0:
             raise InputError(f"machine size {machine_size!r}: must be at least one node")
         full, usage, clock = machine_size * self._mean_life, self.usage, self._clock
-        return lambda user: usage(user, clock()) / full
+        # Usage is continuous in time (a run starting or ending at t adds nothing at t), so a
+        # user's share is computed once per instant however many of their jobs are scored.
+        known: dict[str, float] = {}
+        instant = [math.nan]
+
+        def share(user: str) -> float:
+            now = clock()
+            if now != instant[0]:
+                known.clear()
+                instant[0] = now
+            value = known.get(user)
+            if value is None:
+                value = known[user] = usage(user, now) / full
+            return value
+
+        return share
 
     def finished(self, user: str) -> tuple[str, float, float]:
         """(user, finished usage, its reference time): the row a store keeps across restarts."""

@@ -22,7 +22,7 @@ MINUTE = 60.0
 
 def draw_boxplots(named: Sequence[tuple[str, EetReport]], path: Path) -> None:
     """VEET_u (percent) and WT_u (CPU-seconds, log scale) across users, one box per schedule."""
-    figure, (veet_axes, wt_axes) = plt.subplots(1, 2, figsize=(4 + 1.6 * len(named), 4.2))
+    figure, (veet_axes, wt_axes) = plt.subplots(1, 2, figsize=(5 + 1.6 * len(named), 4.2))
     labels = [name for name, _ in named]
     veet_axes.boxplot([[u.violated_percent for u in r.users.values()] for _, r in named])
     veet_axes.set_xticks(range(1, len(labels) + 1), labels, rotation=20)
@@ -36,8 +36,8 @@ def draw_boxplots(named: Sequence[tuple[str, EetReport]], path: Path) -> None:
     wt_axes.set_xticks(range(1, len(labels) + 1), labels, rotation=20)
     if any(late):  # a log axis needs one value above zero
         wt_axes.set_yscale("log")
-    wt_axes.set_ylabel("weighted tardiness per user (CPU-s; users with WT_u > 0)")
-    wt_axes.set_title("WT_u (formula 3)")
+    wt_axes.set_ylabel("weighted tardiness per user (CPU-s)")
+    wt_axes.set_title("WT_u (formula 3), users with WT_u > 0")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
