@@ -65,9 +65,9 @@ def heatmap_cells(report: EetReport) -> tuple[list[str], np.ndarray, np.ndarray,
         expected = report.eet[job.jobid]
         if job.end > expected:
             first = math.floor((expected - job.run_time - origin) / MINUTE)
-            cells = math.ceil((job.end - expected) / MINUTE)
+            span = math.ceil((job.end - expected) / MINUTE)
             starts[row[job.user]].append(origin + MINUTE * first)
-            ends[row[job.user]].append(origin + MINUTE * (first + cells))
+            ends[row[job.user]].append(origin + MINUTE * (first + span))
     cells = np.zeros((len(users), len(edges) - 1))
     for index in range(len(users)):
         if starts[index]:
