@@ -298,8 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
         "weighted tardiness (table, summary.json; with --out, box plots and a heatmap)")
     fairness.add_argument(
         "--eet-shares", type=Path, metavar="FILE",
-        help="with --eet: expected share per user, lines 'USER NODES' summing to the machine "
-        "(default: the machine divided equally among the users with jobs in the replay)")
+        help="expected share per user for --eet (implies it): lines 'USER NODES' summing to "
+        "the machine (default: the machine divided equally among the users with jobs in the "
+        "replay)")
     fairness.add_argument(
         "--usage-half-life", type=_half_life_hours, default=DEFAULT_HALF_LIFE, metavar="HOURS",
         help="half-life of the per-user usage that fairshare policies read (user_usage; "
