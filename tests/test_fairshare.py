@@ -139,3 +139,17 @@ def replay_order(policy: str) -> list[int]:
 def test_under_fairshare_the_user_who_used_less_goes_first_in_qsim() -> None:
     assert replay_order("fcfs") == [2, 3]
     assert replay_order("fairshare") == [3, 2]
+
+
+def test_fair_start_times_with_a_usage_policy_are_refused_before_any_replay(tmp_path: Path
+                                                                         ) -> None:
+    trace = tmp_path / "log.swf"
+    trace.write_text("1 0 0 100 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1\n")
+    ran = subprocess.run([sys.executable, "-m", "cobaltlite.qsim.cli", "--trace", str(trace),
+                          "--machine", "flat:4", "--policy", "fairshare", "--fair-start",
+                          "estimate", "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 1
+    assert "--fair-start estimate with policy 'fairshare': fair start times do not carry" \
+        in ran.stderr
+    assert not (tmp_path / "out" / "accounting.log").exists()

@@ -247,6 +247,11 @@ def replay(
     """Replay `settings`. `whole_trace`, when given, is `read_whole_trace(settings, ...)` read
     earlier: the replay windows and scales copies of its jobs and leaves it unchanged, so one
     read serves many replays. The result is the same as reading the file here."""
+    if settings.fair_start != "none" and settings.policy.needs_user_usage:
+        # The forks of fair start times begin from a queue state, not from a usage history.
+        raise InputError(f"--fair-start {settings.fair_start} with policy "
+                         f"{settings.policy.name!r}: fair start times do not carry the per-user "
+                         "usage (user_usage) into their forks; use a policy without it")
     description = load_description(settings.machine, schedulable=settings.schedulable)
     if whole_trace is None:
         trace = read_trace(settings, processors_per_node(settings, description))
