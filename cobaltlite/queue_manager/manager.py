@@ -7,12 +7,13 @@ what a client sends. The clock is injected, so the same logic can run under Qsim
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import json
 import os
 import threading
 import time
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -763,14 +764,22 @@ class QueueManager:
                 self._usage = ledger
             return self._usage
 
-    def _charge(self, job: Mapping[str, Any], end_time: float) -> tuple[str, float, float] | None:
-        """Count the run of `job` (if it started) in its owner's usage; the usage row to store
-        with the job's change."""
+    @contextlib.contextmanager
+    def _charge(self, job: Mapping[str, Any], end_time: float
+                ) -> Iterator[tuple[str, float, float] | None]:
+        """Count the run of `job` (if it started) in its owner's usage and give the usage row
+        to store with the job's change. If that change fails, the charge did not land: the
+        usage is rebuilt from the store at its next use, so a repeated end is charged once."""
         if job["starttime"] is None:
-            return None
+            yield None
+            return
         ledger = self._ledger()
         ledger.stopped(job["user"], job["nodes"], job["starttime"], end_time)
-        return ledger.finished(job["user"])
+        try:
+            yield ledger.finished(job["user"])
+        except BaseException:
+            self._usage = None
+            raise
 
     def _score(self, name: str, jobs: list[_Scored], inputs: PassInputs) -> Container[int]:
         """Score `jobs` with policy `name`; return the ids of jobs that kept their previous
@@ -860,9 +869,10 @@ class QueueManager:
             records_: tuple[str, ...] = lifecycle.ended(self._job_status(job)).records
             if reason == "walltime":
                 records_ = ("A", *records_)
-            self.store.update_job(jobid, {"state": states.DONE, "endtime": end_time,
-                                          "exit_status": exit_status, "end_reason": reason},
-                                  usage=self._charge(job, end_time))
+            with self._charge(job, end_time) as usage:
+                self.store.update_job(jobid, {"state": states.DONE, "endtime": end_time,
+                                              "exit_status": exit_status, "end_reason": reason},
+                                      usage=usage)
         self._write(records_, job, end_time, exit_status=exit_status)
         log.info("job ended", jobid=jobid, exit_status=exit_status, reason=reason)
         self._parent_left(job, exit_status)
@@ -915,9 +925,11 @@ class QueueManager:
             if not resubmit or job["state"] == states.KILLING:
                 return self.job_ended(jobid, None, FAILURE_END_REASON, end_time)
             outcome = lifecycle.requeued(self._job_status(job))
-            self.store.update_job(jobid, {"state": outcome.status.state, "location": None,
-                                          "starttime": None, "end_reason": FAILURE_END_REASON},
-                                  expect_states=[job["state"]], usage=self._charge(job, end_time))
+            with self._charge(job, end_time) as usage:
+                self.store.update_job(jobid, {"state": outcome.status.state, "location": None,
+                                              "starttime": None,
+                                              "end_reason": FAILURE_END_REASON},
+                                      expect_states=[job["state"]], usage=usage)
         self._write(outcome.records, job, end_time)
         log.info("job requeued after a failure", jobid=jobid, component=component,
                  location=job["location"])
