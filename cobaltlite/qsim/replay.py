@@ -44,6 +44,7 @@ from cobaltlite.qsim.fairness import Settings as FairnessSettings
 from cobaltlite.qsim.fairness import SettingsAt, fair_start_times
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
+from cobaltlite.reservations.qsim_file import load_reservations
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.traces.intrepid_list import read_intrepid_list
 from cobaltlite.traces.model import TraceJob, TraceReadResult, select_window
@@ -99,6 +100,7 @@ class ReplaySettings:
     # and the half-life of the per-user usage that fairshare policies read (docs/fairness.md).
     eet: ShareModel | None = None
     usage_half_life: float = DEFAULT_HALF_LIFE
+    reservations: Path | None = None  # qsim --reservations (cobaltlite/reservations/qsim_file)
 
     @property
     def has_failures(self) -> bool:
@@ -265,6 +267,8 @@ def replay(
     if failures is not None:
         machine.failures = build_predictor(settings.predictor, failures, machine,
                                            settings.sensitivity, settings.specificity)
+    reservations = (load_reservations(settings.reservations, machine)
+                    if settings.reservations is not None else None)
     observer = None
     if settings.out is not None:
         settings.out.mkdir(parents=True, exist_ok=True)
@@ -273,7 +277,8 @@ def replay(
         qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer,
                     queue_config=settings.queue_config, policies=settings.queue_policies,
                     failures=failures, repair_time=settings.repair_time, window=settings.window,
-                    usage_half_life=settings.usage_half_life)
+                    usage_half_life=settings.usage_half_life,
+                    reservations=reservations)
         tuning = QsimTuning(qsim, settings.tuning) if settings.tuning is not None else None
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
         result = qsim.run(progress)
