@@ -367,6 +367,9 @@ class SystemControlClient(UserSocketClient):
     def unfail(self, components: list[str]) -> dict[str, Any]:
         return dict(self._call("unfail", components))
 
+    def agents(self) -> list[Row]:
+        return list(self._call("agents"))
+
 
 def _instance_text(state_dir: Any) -> str:
     named = os.environ.get("COBALTLITE_STATE_DIR")
