@@ -111,6 +111,8 @@ class Config:
     utility_file: str = ""  # a Python file of site utility functions; empty: builtins only
     utility_reload: str = "auto"  # auto: reload when the file changes; manual: schedctl only
     utility_budget: float = 2.0  # seconds one policy may spend scoring one pass
+    # Seconds after which a user's usage counts half (fairshare's `user_usage`; docs/fairness.md).
+    usage_half_life: float = 86400.0
     failed_jobs: str = "resubmit"  # a job killed by a component failure: resubmit | end
     failure_forecast: str = ""  # a failure-forecast file the system re-reads; empty: none
     # Allocation_Cost = alpha·BLK_f + beta·P_f (seed 003 §IV-B; docs/fault-aware.md).
@@ -194,7 +196,8 @@ class Config:
 
 _KEYS = {f.name for f in fields(Config)} - {"state_dir"}
 # Intervals the daemons sleep between passes: zero or less would spin.
-_POSITIVE = frozenset({"scheduler_interval", "metrics_interval", "utility_budget"})
+_POSITIVE = frozenset({"scheduler_interval", "metrics_interval", "utility_budget",
+                       "usage_half_life"})
 _DAYS = frozenset({"metrics_retention_days"})
 _NON_NEGATIVE = frozenset({"kill_grace"})
 _CHOICES = {"failed_jobs": ("resubmit", "end")}

@@ -106,7 +106,8 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
     registry = PolicyRegistry(Path(config.utility_file) if config.utility_file else None,
                               config.utility_budget, configured=configured_utility_file)
     manager = QueueManager(store, WallClock(), accounting, Peer(config, "system"), wake,
-                           registry, default_policy=config.default_policy)
+                           registry, default_policy=config.default_policy,
+                           usage_half_life=config.usage_half_life)
     threading.Thread(target=_watch_utility_file, args=(manager, config, stop),
                      name="utility file", daemon=True).start()
 

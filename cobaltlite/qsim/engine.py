@@ -46,6 +46,7 @@ from cobaltlite.jobs import lifecycle, queues
 from cobaltlite.jobs.lifecycle import JobStatus
 from cobaltlite.jobs.queues import QueueLoad, SettingError
 from cobaltlite.machine.model import Machine, PlaceSet
+from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, UsageLedger
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
 from cobaltlite.reservations.model import Reservation, Window
@@ -136,6 +137,7 @@ class Qsim:
         failures: Sequence[FailureEvent] | None = None,
         repair_time: float = DEFAULT_REPAIR_TIME,
         window: int = 1,
+        usage_half_life: float = DEFAULT_HALF_LIFE,
         reservations: Sequence[Reservation] | None = None,
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
@@ -149,6 +151,9 @@ class Qsim:
         is out of service for `repair_time` seconds. None: nothing ever fails.
 
         `window`: the scheduler's allocation window W (seed 000 §3.3; 1 = no reordering).
+
+        `usage_half_life`: seconds, the decay of per-user usage; the usage is kept only when a
+        policy reads it (`user_usage`, as the fairshare policy does).
 
         `reservations`: held over their periods (validated by the caller against `machine`);
         a reservation's own queue `R.<name>` exists for the replay.
@@ -222,6 +227,10 @@ class Qsim:
         self._inputs = PassInputs(
             now=0.0, machine_size=machine.total_nodes, n_s=machine.min_block_size
         )
+        self._usage: UsageLedger | None = None
+        if any(p.needs_user_usage for p in (policy, *self._policies.values())):
+            self._usage = UsageLedger(usage_half_life, self.clock.now)
+            self._inputs.user_usage = self._usage.share_of(machine.total_nodes)
         self.scheduler = Scheduler(self, self, self.clock, backfill, window,
                                    self.windows if self._reservations else None)
         self._run_pass = pass_runner or self.scheduler.iterate
@@ -296,6 +305,8 @@ class Qsim:
         self._running[jobid] = job
         if self._limited:
             self._loads[job.queue].started(job.user_name, job.size)
+        if self._usage is not None:
+            self._usage.started(job.user_name, job.size, now)
         heapq.heappush(self._ends, (job.end_time, jobid))
         self.observer.started(job, now)
         return True
@@ -517,6 +528,8 @@ class Qsim:
         heapq.heapify(self._ends)
         job.failed_runs += 1
         job.lost_node_seconds += job.allocated_nodes * (now - job.start_time)
+        if self._usage is not None:
+            self._usage.stopped(job.user_name, job.size, job.start_time, now)
         self.observer.killed_by_failure(job, now, component)
         job.status = lifecycle.requeued(job.status).status
         if self._limited:
@@ -527,6 +540,8 @@ class Qsim:
 
     def _finish(self, job: SimJob, now: float) -> None:
         self._machine.release(job.jobid)
+        if self._usage is not None:
+            self._usage.stopped(job.user_name, job.size, job.start_time, now)
         killed = job.run_time > job.wall_time
         if killed:
             job.status = lifecycle.walltime_reached(job.status).status

@@ -7,12 +7,13 @@ what a client sends. The clock is injected, so the same logic can run under Qsim
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import json
 import os
 import threading
 import time
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ from cobaltlite.machine.runtime import build_machine
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.policy.budget import BudgetExceeded, run_with_budget
 from cobaltlite.policy.registry import PolicyRegistry
+from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, UsageLedger
 from cobaltlite.policy.utility import PassInputs, PolicyError
 from cobaltlite.queue_manager import limits as lim
 from cobaltlite.queue_manager.newest import NewestOnly
@@ -163,6 +165,7 @@ class QueueManager:
         policies: PolicyRegistry | None = None,
         default_policy: str = "default",
         dep_frac: float = DEFAULT_DEP_FRAC,
+        usage_half_life: float = DEFAULT_HALF_LIFE,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -178,6 +181,8 @@ class QueueManager:
         self.estimated_starts: dict[int, float] = {}
         """{jobid: estimated start}: replaced whole by queue_manager/estimates.py after each
         scheduling pass, read by job_table (qstat -f, showstart)."""
+        self._usage_half_life = usage_half_life
+        self._usage: UsageLedger | None = None
         self.reservations = ReservationBook(
             store, accounting, clock,
             lambda: build_machine(description_from_wire(self.system.description())),
@@ -774,7 +779,38 @@ class QueueManager:
 
     def _inputs(self, now: float) -> PassInputs:
         limits = self.limits()
-        return PassInputs(now, limits["machine_nodes"], limits["min_block_size"])
+        return PassInputs(now, limits["machine_nodes"], limits["min_block_size"],
+                          user_usage=self._ledger().share_of(limits["machine_nodes"]))
+
+    def _ledger(self) -> UsageLedger:
+        """The per-user usage (fairshare's `user_usage`), built on first use from the store:
+        the finished usage it kept, then the jobs running now."""
+        with self._lock:
+            if self._usage is None:
+                ledger = UsageLedger(self._usage_half_life, self.clock.now)
+                ledger.restore(self.store.user_usage())
+                for job in self.store.jobs(states=list(states.ACTIVE_STATES)):
+                    if job["starttime"] is not None:
+                        ledger.started(job["user"], job["nodes"], job["starttime"])
+                self._usage = ledger
+            return self._usage
+
+    @contextlib.contextmanager
+    def _charge(self, job: Mapping[str, Any], end_time: float
+                ) -> Iterator[tuple[str, float, float] | None]:
+        """Count the run of `job` (if it started) in its owner's usage and give the usage row
+        to store with the job's change. If that change fails, the charge did not land: the
+        usage is rebuilt from the store at its next use, so a repeated end is charged once."""
+        if job["starttime"] is None:
+            yield None
+            return
+        ledger = self._ledger()
+        ledger.stopped(job["user"], job["nodes"], job["starttime"], end_time)
+        try:
+            yield ledger.finished(job["user"])
+        except BaseException:
+            self._usage = None
+            raise
 
     def _score(self, name: str, jobs: list[_Scored], inputs: PassInputs) -> Container[int]:
         """Score `jobs` with policy `name`; return the ids of jobs that kept their previous
@@ -833,6 +869,7 @@ class QueueManager:
             except Refused as exc:
                 log.info("job start refused", jobid=jobid, reason=str(exc))
                 return False
+            usage = self._ledger()  # built before the start, so the start is counted once
             if not self.store.update_job(jobid, {"state": outcome.status.state,
                                                  "location": location},
                                          expect_states=[states.QUEUED]):
@@ -849,6 +886,7 @@ class QueueManager:
             now = self.clock.now()
             self.store.update_job(jobid, {"state": states.RUNNING, "starttime": now},
                                   expect_states=[states.STARTING])
+            usage.started(job["user"], job["nodes"], now)
         self._write(("S",), {**job, "starttime": now}, now)
         log.info("job started", jobid=jobid, location=location, forced=forced)
         return True
@@ -862,8 +900,10 @@ class QueueManager:
             records_: tuple[str, ...] = lifecycle.ended(self._job_status(job)).records
             if reason == "walltime":
                 records_ = ("A", *records_)
-            self.store.update_job(jobid, {"state": states.DONE, "endtime": end_time,
-                                          "exit_status": exit_status, "end_reason": reason})
+            with self._charge(job, end_time) as usage:
+                self.store.update_job(jobid, {"state": states.DONE, "endtime": end_time,
+                                              "exit_status": exit_status, "end_reason": reason},
+                                      usage=usage)
         self._write(records_, job, end_time, exit_status=exit_status)
         log.info("job ended", jobid=jobid, exit_status=exit_status, reason=reason)
         self._parent_left(job, exit_status)
@@ -916,9 +956,11 @@ class QueueManager:
             if not resubmit or job["state"] == states.KILLING:
                 return self.job_ended(jobid, None, FAILURE_END_REASON, end_time)
             outcome = lifecycle.requeued(self._job_status(job))
-            self.store.update_job(jobid, {"state": outcome.status.state, "location": None,
-                                          "starttime": None, "end_reason": FAILURE_END_REASON},
-                                  expect_states=[job["state"]])
+            with self._charge(job, end_time) as usage:
+                self.store.update_job(jobid, {"state": outcome.status.state, "location": None,
+                                              "starttime": None,
+                                              "end_reason": FAILURE_END_REASON},
+                                      expect_states=[job["state"]], usage=usage)
         self._write(outcome.records, job, end_time)
         log.info("job requeued after a failure", jobid=jobid, component=component,
                  location=job["location"])
