@@ -381,7 +381,8 @@ class BGPPlanner:
             return None
         return m.names[m.cheapest(candidates, self._now, end)]
 
-    def reserve_earliest(self, nodes: int, duration: float) -> tuple[float, str]:
+    def reserve_earliest(self, nodes: int, duration: float,
+                         not_before: float | None = None) -> tuple[float, str]:
         m = self._m
         size = m.allocation_size(nodes)
         if size is None:
@@ -389,7 +390,7 @@ class BGPPlanner:
         free_at = self._block_free_times()
         best_i, best_t = -1, 0.0
         for i in iter_bits(m._usable & m.size_mask[size]):
-            t = free_at[i]
+            t = free_at[i] if not_before is None or free_at[i] >= not_before else not_before
             moved = True
             while moved:  # slide past every reservation that overlaps [t, t + duration)
                 moved = False

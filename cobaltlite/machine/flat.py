@@ -193,16 +193,19 @@ class FlatPlanner:
             return None
         return self._machine.find_location(nodes, duration, self._now)
 
-    def reserve_earliest(self, nodes: int, duration: float) -> tuple[float, str]:
+    def reserve_earliest(self, nodes: int, duration: float,
+                         not_before: float | None = None) -> tuple[float, str]:
         machine = self._machine
         if nodes > machine.total_nodes:
             raise MachineError(f"{nodes} nodes can never fit on {machine.total_nodes}")
         if nodes > machine.total_nodes - machine._failed.bit_count():
             return NOT_IN_SERVICE
+        # A start no earlier than `not_before`: its segment is split there and the search begins.
+        begin = 0 if not_before is None or not_before <= self._now else self._breakpoint(not_before)
         times, free = self._times, self._free
         last = len(times) - 1
         first = -1  # first segment of the current run of segments with enough free nodes
-        for j in range(last + 1):
+        for j in range(begin, last + 1):
             if free[j] < nodes:
                 first = -1
                 continue

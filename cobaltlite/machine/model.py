@@ -57,8 +57,11 @@ class Planner(Protocol):
         """The lowest-cost place free now that delays no reservation over [now, now+duration)."""
         ...
 
-    def reserve_earliest(self, nodes: int, duration: float) -> tuple[float, str]:
+    def reserve_earliest(self, nodes: int, duration: float,
+                         not_before: float | None = None) -> tuple[float, str]:
         """Reserve the earliest place and time a job of this size can run; return (start, where).
+        With `not_before`, the earliest at or after that time (seed 001's fair start, behind the
+        fragments: cobaltlite/qsim/unfairness.py).
 
         Only places in service are considered; with none of this size, `NOT_IN_SERVICE`.
         """

@@ -44,6 +44,7 @@ from cobaltlite.machine.model import Machine
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
+from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.traces.model import TraceJob
 
 DEFAULT_REPAIR_TIME = 1200.0
@@ -130,6 +131,7 @@ class Qsim:
         failures: Sequence[FailureEvent] | None = None,
         repair_time: float = DEFAULT_REPAIR_TIME,
         window: int = 1,
+        slack: SlackSettings | None = None,
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
         RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`.
@@ -142,6 +144,7 @@ class Qsim:
         is out of service for `repair_time` seconds. None: nothing ever fails.
 
         `window`: the scheduler's allocation window W (seed 000 §3.3; 1 = no reordering).
+        `slack`: seed 001's settings for `Backfill.SLACK` (None: Table 3's).
         """
         self._machine = machine
         self.policy = policy
@@ -204,7 +207,7 @@ class Qsim:
         self._inputs = PassInputs(
             now=0.0, machine_size=machine.total_nodes, n_s=machine.min_block_size
         )
-        self.scheduler = Scheduler(self, self, self.clock, backfill, window)
+        self.scheduler = Scheduler(self, self, self.clock, backfill, window, slack)
         self._run_pass = pass_runner or self.scheduler.iterate
         self.pass_hook: PassHook | None = None
         """Called around each event time's pass (adaptive tuning); None costs nothing."""

@@ -14,6 +14,9 @@ The order of one pass, which docs/architecture.md restates for users:
      starts if it fits now without delaying that reservation.
    * conservative: every job in rank order either starts now without delaying any earlier
      reservation, or gets a reservation of its own at its earliest time.
+   * slack (seed 001, cobaltlite/scheduler/slack.py): first start the combination of the first
+     L waiting jobs that a branch and bound picks within every waiting job's slack, then
+     backfill conservatively (with W > 1, as conservative).
 
 A pass starts everything that can start at this instant, so Qsim runs one pass per event time.
 
@@ -36,12 +39,14 @@ from operator import attrgetter
 from cobaltlite.clock import Clock
 from cobaltlite.machine.model import Machine, Planner
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
+from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings
 
 
 class Backfill(StrEnum):
     EASY = "easy"
     CONSERVATIVE = "conservative"
     NONE = "none"
+    SLACK = "slack"
 
 
 @dataclass(slots=True)
@@ -71,12 +76,15 @@ class Scheduler:
         clock: Clock,
         backfill: Backfill = Backfill.EASY,
         window: int = 1,
+        slack: SlackSettings | None = None,
     ) -> None:
+        """`slack`: seed 001's settings, read under `Backfill.SLACK` (default: Table 3's)."""
         self.queue_manager = queue_manager
         self.system = system
         self.clock = clock
         self.backfill = Backfill(backfill)
         self.window = check_window(window)
+        self.slack = SlackBackfill(slack)
 
     def iterate(self) -> PassReport:
         report = PassReport()
@@ -112,6 +120,14 @@ class Scheduler:
             return report
 
         planner = machine.planner(now)
+        if self.backfill is Backfill.SLACK:
+            chosen = self.slack.select([top, *waiting], machine, now)
+            for job in chosen:
+                location = planner.location_now(job.size, job.wall_time)
+                if location is not None and self._start(job, location, report):
+                    planner.commit(location, job.wall_time)
+            begun = {job.jobid for job in chosen}
+            waiting = [job for job in waiting if job.jobid not in begun]
         start, where = planner.reserve_earliest(top.size, top.wall_time)
         report.drain = (top.jobid, where, start)
         if self.backfill is Backfill.EASY:
@@ -158,7 +174,7 @@ class Scheduler:
             report.drain = report.reserved[0]
         if self.backfill is Backfill.EASY:
             self._backfill_easy(rest, machine, planner, report)
-        elif self.backfill is Backfill.CONSERVATIVE:
+        elif self.backfill in (Backfill.CONSERVATIVE, Backfill.SLACK):
             self._backfill_conservative(rest, machine, planner, report)
 
     @staticmethod
