@@ -24,6 +24,7 @@ import structlog
 from cobaltlite.clock import Clock
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
+from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.tuning.apply import apply_window
 from cobaltlite.tuning.scheme import TUNABLE_BOUNDS, TuningScheme
 from cobaltlite.tuning.tuner import Change, Tuner
@@ -34,13 +35,16 @@ log = structlog.get_logger("scheduler")
 class SchedulerLoop:
     def __init__(self, make_site: Any, clock: Clock, backfill: Backfill, interval: float,
                  stopped_marker: Path | None = None, tuning: TuningScheme | None = None,
-                 read_metrics: Callable[[], Mapping[str, float] | None] | None = None) -> None:
+                 read_metrics: Callable[[], Mapping[str, float] | None] | None = None,
+                 slack: SlackSettings | None = None) -> None:
         """`stopped_marker`: a file that exists while scheduling is stopped (schedctl --stop),
         so a stop survives a restart of the scheduler, as Cobalt's saved state kept it.
-        `read_metrics` returns the metrics monitor's latest values (None when it has none)."""
+        `read_metrics` returns the metrics monitor's latest values (None when it has none).
+        `slack`: the settings of `Backfill.SLACK` (seed 001)."""
         self._make_site = make_site
         self.clock = clock
         self.backfill = backfill
+        self.slack = slack
         self.interval = interval
         self._stopped_marker = stopped_marker
         self.active = stopped_marker is None or not stopped_marker.exists()
@@ -62,7 +66,7 @@ class SchedulerLoop:
                 if self._scheduler is None:
                     self._site = self._make_site()
                     self._scheduler = Scheduler(self._site, self._site, self.clock,
-                                                self.backfill)
+                                                self.backfill, slack=self.slack)
                 self._tune()
                 apply_window(self._scheduler, self.tuner.values)
                 self._site.balance_factor = (self.tuner.values["bf"] if self._tunes_bf()

@@ -28,7 +28,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from enum import StrEnum
+from pathlib import Path
 
+from cobaltlite.errors import InputError
 from cobaltlite.machine.model import Machine, Planner
 from cobaltlite.scheduler.interfaces import SchedulableJob
 
@@ -45,7 +47,7 @@ class Goal(StrEnum):
 @dataclass(frozen=True, slots=True)
 class SlackSettings:
     """Seed 001's constants: Table 3's values are the defaults. Build from user input with
-    `slack_settings`, which checks every value; the scheduler takes any instance (lookahead 0
+    `from_mapping`, which checks every value; the scheduler takes any instance (lookahead 0
     means no search: conservative backfilling)."""
 
     slack_up: float = 1.5
@@ -64,26 +66,27 @@ class SlackSettings:
     """The most search-tree nodes evaluated in one pass (not in the thesis; keeps a pass's cost
     bounded when many small jobs fit: the search stops there with the candidates found)."""
 
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object], where: str = "") -> SlackSettings:
+        """Checked settings from NAME: VALUE pairs (strings or numbers); a ValueError names
+        `where` (a file:line or spec key; empty: left to the caller, as argparse names the
+        option), the setting and the value."""
+        known = {f.name for f in fields(cls)}
+        out: dict[str, object] = {}
+        for name, raw in values.items():
+            if name not in known:
+                raise ValueError(f"{where}: " * bool(where) + f"unknown slack setting {name!r}; "
+                                 f"known: {', '.join(sorted(known))}")
+            out[name] = _checked(name, raw, where)
+        return cls(**out)  # type: ignore[arg-type]
+
 
 _FACTORS = ("slack_up", "slack_down", "slack_min")
 _RANGES = ("max_ou_range", "max_su_range", "min_u_range")
 
 
-def slack_settings(values: Mapping[str, object], where: str) -> SlackSettings:
-    """SlackSettings from NAME: VALUE pairs (strings or numbers); InputError-ready ValueError
-    naming `where` (an option, file or spec entry), the name and the value."""
-    known = {f.name for f in fields(SlackSettings)}
-    out: dict[str, object] = {}
-    for name, raw in values.items():
-        if name not in known:
-            raise ValueError(f"{where}: unknown slack setting {name!r}; known: "
-                             f"{', '.join(sorted(known))}")
-        out[name] = _checked(name, raw, where)
-    return SlackSettings(**out)  # type: ignore[arg-type]
-
-
 def _checked(name: str, raw: object, where: str) -> object:
-    bad = f"{where}: slack setting {name}={raw!r}"
+    bad = f"{where}: " * bool(where) + f"slack setting {name}={raw}"
     if name == "goal":
         try:
             return Goal(str(raw))
@@ -107,11 +110,30 @@ def _checked(name: str, raw: object, where: str) -> object:
     if not math.isfinite(value):
         raise ValueError(f"{bad} is not a finite number")
     if name in _FACTORS and value < 1:
-        raise ValueError(f"{bad}: a slack factor below 1 would let a job start before its "
-                         "expected start only by pushing it earlier than planned; give 1 or more")
+        raise ValueError(f"{bad}: a slack factor below 1 would set a job's deadline before its "
+                         "expected start; give 1 or more")
     if name in ("k2", *_RANGES) and value < 0 or name == "time_unit" and value <= 0:
         raise ValueError(f"{bad}: must be " + ("above 0" if name == "time_unit" else "0 or more"))
     return value
+
+
+def parse_slack_section(path: Path, value: object) -> SlackSettings:
+    """The `slack:` section of cobaltlite.yaml; errors name the file and the setting's line."""
+    import yaml
+
+    from cobaltlite.tuning.scheme import _node_lines  # the loader that knows YAML lines
+
+    if not isinstance(value, Mapping):
+        raise InputError(f"{path}: option slack: give a mapping of setting: value "
+                         "(e.g. {lookahead: 20, goal: utilization})")
+    node = yaml.compose(path.read_text())
+    lines = _node_lines(node) if node is not None else {}
+    for name, raw in value.items():
+        try:
+            SlackSettings.from_mapping({name: raw}, f"{path}:{lines.get(('slack', name), '?')}")
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+    return SlackSettings.from_mapping(value)
 
 
 def slack_factor(settings: SlackSettings, t_wait: float) -> float:
