@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from itertools import pairwise
 
 import pytest
 from hypothesis import given
@@ -59,7 +60,7 @@ def test_slack_factor_is_capped_and_falls_towards_slack_down():
     assert slack_factor(s, 0) == 1.5  # 0.4 + 1.2 = 1.6, capped at SLACK_UP
     waits = [1_000 * k for k in range(300)]
     values = [slack_factor(s, w) for w in waits]
-    assert all(a >= b for a, b in zip(values, values[1:], strict=False))
+    assert all(a >= b for a, b in pairwise(values))
     assert values[-1] == pytest.approx(1.2, abs=1e-6)
 
 
@@ -141,13 +142,11 @@ class RecordingSlack(SlackBackfill):
     def __init__(self, qsim: Qsim, settings: SlackSettings) -> None:
         super().__init__(settings)
         self.qsim = qsim
-        self.decisions = 0
 
     def select(self, ranked, machine, now):
         chosen = super().select(ranked, machine, now)
         if not chosen:
             return chosen
-        self.decisions += 1
         ids = {j.jobid for j in chosen}
         running = [(j.size, j.start_time + j.wall_time) for j in self.qsim._running.values()]
         before = _profile_plan(machine.total_nodes, now, running, [], ranked)
@@ -184,11 +183,10 @@ def _profile_plan(total, now, running, chosen, rest):
     return starts
 
 
-def _slack_qsim(jobs, kind, settings):
+def _checked_slack_qsim(jobs, kind, settings):
     qsim = Qsim(jobs, kind.build(), builtin_policy("fcfs"), Backfill.SLACK, slack=settings)
-    recorder = RecordingSlack(qsim, settings)
-    qsim.scheduler.slack = recorder
-    return qsim, recorder
+    qsim.scheduler.slack = RecordingSlack(qsim, settings)
+    return qsim
 
 
 slack_settings_strategy = st.builds(
@@ -206,8 +204,7 @@ slack_settings_strategy = st.builds(
 def test_slack_never_overfills_and_never_pushes_past_a_deadline_flat(data, settings):
     kind = data.draw(st.sampled_from([FLAT8, FLAT13]))
     jobs = data.draw(workloads(kind, exact=True, max_jobs=9))
-    qsim, recorder = _slack_qsim(jobs, kind, settings)
-    result = qsim.run()
+    result = _checked_slack_qsim(jobs, kind, settings).run()
     check_invariants(jobs, result, kind, f"slack {settings}")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from cobaltlite.machine.model import Machine
@@ -88,7 +89,7 @@ def high_load_phases(outcomes: Sequence[JobOutcome], machine_nodes: int,
     times = sorted(deltas)
     steps: list[tuple[float, float, int, float]] = []  # (from, to, waiting, busy nodes)
     waiting = busy = 0.0
-    for here, after in zip(times, times[1:], strict=False):
+    for here, after in pairwise(times):
         waiting += deltas[here][0]
         busy += deltas[here][1]
         steps.append((here, after, int(waiting), busy))

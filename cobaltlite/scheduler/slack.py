@@ -112,7 +112,7 @@ def _checked(name: str, raw: object, where: str) -> object:
     if name in _FACTORS and value < 1:
         raise ValueError(f"{bad}: a slack factor below 1 would set a job's deadline before its "
                          "expected start; give 1 or more")
-    if name in ("k2", *_RANGES) and value < 0 or name == "time_unit" and value <= 0:
+    if (name in ("k2", *_RANGES) and value < 0) or (name == "time_unit" and value <= 0):
         raise ValueError(f"{bad}: must be " + ("above 0" if name == "time_unit" else "0 or more"))
     return value
 
@@ -227,7 +227,6 @@ class SlackBackfill:
                 base: Planner, limits: dict[int, float], idle: int, total: int,
                 now: float) -> list[Candidate]:
         candidates: list[Candidate] = []
-        n = len(ranked)
         budget = self.settings.max_nodes
         stack: list[tuple[tuple[SchedulableJob, ...], int, int]] = [((), 0, 0)]
         while stack and budget > 0:
