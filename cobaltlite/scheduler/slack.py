@@ -13,8 +13,10 @@ so a job's deadline at an instant is first_seen + F_part · T_wait (docs/fairnes
 D001-1 to D001-3 for T_wait, its units and first_seen).
 
 One pass (§4.3.3 steps 1-12): the first L waiting jobs in rank order that fit in the idle nodes
-are the lookahead. A depth-first search over their subsets in rank order (a node's children add
-one later job: the include/exclude tree with the exclude branches collapsed, step 3) prunes a
+and that conservative backfilling would not start now are the lookahead (the ones it would
+start make one candidate together, D001-5). A depth-first search over their subsets in rank
+order (a node's children add one later job: the include/exclude tree with the exclude branches
+collapsed, step 3) prunes a
 subset when its sizes exceed the idle nodes (step 4), when the machine cannot place it now, or
 when starting it now and planning every other waiting job conservatively in rank order puts one
 of them past both its deadline and its conservative start (step 5; D001-4). Every other node is a
@@ -208,20 +210,30 @@ class SlackBackfill:
         """The combination to start now ahead of conservative backfilling (empty: none
         survived, or nothing to search). `ranked`: the waiting jobs in rank order, top first."""
         ranked = [j for j in ranked if machine.allocation_size(j.size) is not None]
+        idle = machine.idle_nodes()
+        fitting = [j for j in ranked[: self.settings.lookahead] if j.size <= idle]
+        if not fitting and all(j.jobid in self.expected for j in ranked):
+            return []  # nothing to search and no new job to record: no plan needed
         base = machine.planner(now)
         planned = _plan(base.copy(), ranked, (), now)
         assert planned is not None
         self.expected = {j.jobid: self.expected.get(j.jobid) or (now, planned[j.jobid])
                          for j in ranked}
-        idle = machine.idle_nodes()
-        lookahead = [j for j in ranked[: self.settings.lookahead] if j.size <= idle]
-        if not lookahead:
+        # Jobs the conservative plan starts now start anyway after any combination, unless it
+        # pushes them (step 5 checks them like every job): only the others are searched, and
+        # the conservative outcome is one candidate (D001-5).
+        blocked = [j for j in fitting if planned[j.jobid] > now]
+        if not blocked:
             return []
         limits = {j.jobid: max(self.deadline(j.jobid, now), planned[j.jobid]) for j in ranked}
-        candidates = self._search(lookahead, ranked, base, limits, idle, machine.total_nodes, now)
+        free = tuple(j for j in fitting if planned[j.jobid] == now)
+        total = machine.total_nodes
+        candidates = [self._score(free, planned, ranked, idle, total, now)] if free else []
+        candidates += self._search(blocked, ranked, base, limits, idle, total, now)
         if not candidates:
             return []  # step 7: conservative backfilling alone
-        return list(choose(candidates, self.settings.goal, self.settings).jobs)
+        chosen = choose(candidates, self.settings.goal, self.settings).jobs
+        return [] if chosen is free else list(chosen)
 
     def _search(self, lookahead: list[SchedulableJob], ranked: Sequence[SchedulableJob],
                 base: Planner, limits: dict[int, float], idle: int, total: int,
