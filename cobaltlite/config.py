@@ -9,7 +9,9 @@ exists (a system-wide installation), else ~/.cobaltlite.
 Components find each other at fixed addresses: `Config.address(component)` is the one answer to
 "where does this component listen", for the daemon that serves it and for every client. The
 `addresses:` option moves a component from its Unix socket under `sockets/` to another Unix
-socket or to a loopback TCP port. There is no Pyro5 name server: anyone on the host may register
+socket or to a TCP port: on loopback, or on any address once `tls:` names this host's certificate,
+its key and the CA that signed every component's certificate (docs/multi-host.md). There is no
+Pyro5 name server: anyone on the host may register
 a name there, and would then receive the component secret from the clients' handshakes.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +34,8 @@ COMPONENTS = ("queue-manager", "system", "scheduler", "metrics-monitor")
 SYSTEM_STATE_DIR = Path("/var/lib/cobaltlite")
 # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included.
 UNIX_PATH_MAX = 107
+# RFC 1123 host names: letters, digits and hyphens in dot-separated labels.
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*")
 
 
 @dataclass(frozen=True)
@@ -45,10 +50,20 @@ class UnixAddress:
 
 @dataclass(frozen=True)
 class TcpAddress:
-    """A TCP port on loopback: `host` is a loopback IP address in canonical form, or localhost."""
+    """A TCP port: `host` is an IP address in canonical form or a host name. Off loopback only
+    with TLS (`Config.tls`), which load_config checks."""
 
     host: str
     port: int
+
+    @property
+    def is_loopback(self) -> bool:
+        import ipaddress
+
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return self.host == "localhost"
 
     @property
     def host_port(self) -> str:
@@ -61,6 +76,16 @@ class TcpAddress:
 
 
 Address = UnixAddress | TcpAddress
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """The `tls:` option: this host's certificate and private key (PEM), used both to serve and
+    to call, and the CA certificate every peer's certificate must be signed by."""
+
+    cert: Path
+    key: Path
+    ca: Path
 
 
 def default_state_dir() -> Path:
@@ -98,6 +123,29 @@ class Config:
     tuning: TuningScheme | None = None
     # Settings of `backfill: slack` (seed 001; cobaltlite/scheduler/slack.py); None: Table 3's.
     slack: SlackSettings | None = None
+    # TLS between components and node agents; None: components stay on loopback or sockets.
+    tls: TlsFiles | None = None
+    # Compute hosts and their node agents' addresses, in node order (flat node 0 is the first);
+    # empty: jobs run as local processes of the system component (docs/multi-host.md).
+    node_agents: dict[str, TcpAddress] = field(default_factory=dict)
+    # BG/P: the host whose agent launches every block's job (a front-end node, as Intrepid's
+    # mpirun ran from its service node).
+    launch_host: str = ""
+    # Days of metrics history the database keeps (the monitor deletes older samples).
+    metrics_retention_days: float = 30.0
+    # HOST:PORT of the monitor's Prometheus endpoint; empty: no endpoint (the default).
+    prometheus_address: str = ""
+
+    @property
+    def prometheus_endpoint(self) -> tuple[str, int] | None:
+        """(host, port) of the Prometheus endpoint, or None when it is off."""
+        return _prometheus_endpoint(self.prometheus_address) if self.prometheus_address \
+            else None
+
+    @property
+    def metrics_user_socket(self) -> Path:
+        """Where cqmetrics reaches the metrics monitor (mode 0666; read-only calls)."""
+        return self.state_dir / "sockets" / "metrics-user.sock"
 
     @property
     def database_url(self) -> str:
@@ -150,6 +198,7 @@ class Config:
 _KEYS = {f.name for f in fields(Config)} - {"state_dir"}
 # Intervals the daemons sleep between passes: zero or less would spin.
 _POSITIVE = frozenset({"scheduler_interval", "metrics_interval", "utility_budget"})
+_DAYS = frozenset({"metrics_retention_days"})
 _NON_NEGATIVE = frozenset({"kill_grace"})
 _CHOICES = {"failed_jobs": ("resubmit", "end")}
 _WEIGHTS = frozenset({"allocation_alpha", "allocation_beta"})
@@ -173,8 +222,12 @@ failed_jobs: resubmit      # a job killed by a failed component (partadm --fail)
 failure_forecast: ""       # a failure-forecast file (P_f per component), re-read when it changes
 allocation_alpha: 1        # weight of BLK_f (partitions a placement blocks) in the allocation cost
 allocation_beta: 1         # weight of P_f (the place's failure chance) in the allocation cost
+metrics_retention_days: 30  # days of metrics history kept in the database
+prometheus_address: ""     # HOST:PORT of a Prometheus endpoint, e.g. 127.0.0.1:9464; empty: off
 # addresses: {system: "tcp:127.0.0.1:7001"}  # where components listen; default: sockets/
 # tuning: w-adaptive       # adaptive W (docs/metric-aware.md); or {check_interval:, rules: [...]}
+# tls: {cert: tls/host.crt, key: tls/host.key, ca: tls/ca.crt}   # docs/multi-host.md
+# node_agents: {c1: "tcp:10.0.0.11:7010", c2: "tcp:10.0.0.12:7010"}  # compute hosts
 """
 
 
@@ -209,6 +262,12 @@ def load_config(state_dir: Path | None = None) -> Config:
         if key == "addresses":
             config.addresses = _read_addresses(config, value)
             continue
+        if key == "tls":
+            config.tls = _read_tls(config, value)
+            continue
+        if key == "node_agents":
+            config.node_agents = _read_node_agents(config, value)
+            continue
         if key == "tuning":
             from cobaltlite.tuning.scheme import parse_tuning_section
 
@@ -231,6 +290,15 @@ def load_config(state_dir: Path | None = None) -> Config:
             # 0 or less would make the daemon loop without sleeping (a spinning core).
             raise InputError(f"{path}: option {key}: {value!r} must be a number of seconds "
                              "greater than zero")
+        if key in _DAYS and not (isinstance(value, float) and value > 0
+                                 and math.isfinite(value)):
+            raise InputError(f"{path}: option {key}: {value!r} must be a number of days "
+                             "greater than zero (e.g. 30, or 0.5 for twelve hours)")
+        if key == "prometheus_address" and value:
+            try:
+                _prometheus_endpoint(value)
+            except ValueError as exc:
+                raise InputError(f"{path}: option {key}: {value!r} {exc}") from None
         if key in _NON_NEGATIVE and not (isinstance(value, float) and value >= 0
                                          and math.isfinite(value)):
             raise InputError(f"{path}: option {key}: {value!r} must be a number of seconds, "
@@ -243,11 +311,78 @@ def load_config(state_dir: Path | None = None) -> Config:
             raise InputError(f"{path}: option {key}: {value!r} must be a weight, a number zero "
                              "or more")
         setattr(config, key, value)
+    _check_clear_text(config)
     return config
 
 
+def _read_tls(config: Config, value: object) -> TlsFiles | None:
+    """The `tls:` option: cert, key and ca, each a PEM file (relative to the state directory)
+    that exists; the key readable by its owner only, like the secret."""
+    path = config.config_path
+    if value is None:
+        return None
+    keys = ("cert", "key", "ca")
+    if not isinstance(value, dict) or set(value) != set(keys):
+        raise InputError(f"{path}: option tls: expected a mapping with exactly cert, key and ca "
+                         "(PEM files), e.g. {cert: tls/host.crt, key: tls/host.key, "
+                         "ca: tls/ca.crt}")
+    files: dict[str, Path] = {}
+    for key in keys:
+        text = value[key]
+        if not isinstance(text, str) or not text:
+            raise InputError(f"{path}: tls.{key}: {text!r} is not a file name")
+        file = config.state_dir / text  # an absolute name stays as it is
+        if not file.is_file():
+            raise InputError(f"{path}: tls.{key}: {file} does not exist or is not a file")
+        files[key] = file
+    mode = files["key"].stat().st_mode & 0o777
+    if mode & 0o077:
+        raise InputError(f"{path}: tls.key: {files['key']} has mode {mode:04o}; group and other "
+                         f"users must have no access (run: chmod 600 {files['key']})")
+    return TlsFiles(**files)
+
+
+def _read_node_agents(config: Config, value: object) -> dict[str, TcpAddress]:
+    """The `node_agents:` option: compute host name -> tcp:HOST:PORT of its node agent."""
+    path = config.config_path
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not value:
+        raise InputError(f"{path}: option node_agents: expected a mapping of host: address, "
+                         "e.g. c1: tcp:10.0.0.11:7010")
+    agents: dict[str, TcpAddress] = {}
+    for host, text in value.items():
+        if not isinstance(host, str) or not host:
+            raise InputError(f"{path}: node_agents: {host!r} is not a host name")
+        try:
+            address = parse_address(text)
+        except ValueError as exc:
+            raise InputError(f"{path}: node_agents.{host}: {text!r} {exc}") from None
+        if not isinstance(address, TcpAddress):
+            raise InputError(f"{path}: node_agents.{host}: {text!r}: a node agent is reached "
+                             "over TCP: write tcp:HOST:PORT")
+        agents[host] = address
+    return agents
+
+
+def _check_clear_text(config: Config) -> None:
+    """Refuse any address off loopback unless TLS is configured: the component secret would
+    cross the network in clear."""
+    if config.tls is not None:
+        return
+    named = [(f"addresses.{name}", address) for name, address in config.addresses.items()]
+    named += [(f"node_agents.{host}", address) for host, address in config.node_agents.items()]
+    for option, address in named:
+        if isinstance(address, TcpAddress) and not address.is_loopback:
+            raise InputError(
+                f"{config.config_path}: {option}: 'tcp:{address.host_port}' is not a loopback "
+                "address; the component secret would cross the network in clear: configure "
+                "tls: (cert, key, ca; docs/multi-host.md) or use 127.0.0.1, [::1] or localhost")
+
+
 def parse_address(text: object) -> Address:
-    """Read `unix:/ABSOLUTE/PATH` or `tcp:HOST:PORT` (HOST: 127.x.x.x, [::1] or localhost).
+    """Read `unix:/ABSOLUTE/PATH` or `tcp:HOST:PORT` (HOST: an IP address, [IPv6] or a host
+    name; load_config keeps it on loopback unless TLS is configured).
 
     Raises ValueError whose message reads on from the quoted text ("'tcp:7000' has no host
     and port ...").
@@ -288,19 +423,42 @@ def _tcp_address(text: str) -> TcpAddress:
     port = int(port_text)
     if not 1 <= port <= 65535:
         raise ValueError(f"has port {port}, outside 1-65535")
-    if host == "localhost" and not bracketed:
-        return TcpAddress(host, port)
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
-        ip = None
-    if ip is None or not ip.is_loopback:
-        # Components send the secret in clear; TLS between hosts is not implemented.
-        raise ValueError("is not a loopback address; the component secret would cross the "
-                         "network in clear (use 127.0.0.1, [::1] or localhost)")
+        if bracketed or not _HOST_NAME.fullmatch(host):
+            raise ValueError(f"has host {host!r}, which is neither an IP address nor a host "
+                             "name") from None
+        return TcpAddress(host, port)
     if bracketed != (ip.version == 6):
         raise ValueError("puts brackets around an IPv4 address; they are for IPv6 only")
     return TcpAddress(str(ip), port)
+
+
+def _prometheus_endpoint(text: str) -> tuple[str, int]:
+    """HOST:PORT of the Prometheus endpoint: HOST an IP address ([...] for IPv6) or localhost,
+    PORT 1-65535. Any address is allowed (Prometheus often scrapes from another host): the
+    endpoint is read-only. Raises ValueError reading on from the quoted text."""
+    import ipaddress
+
+    host, colon, port_text = text.rpartition(":")
+    if not colon or not host:
+        raise ValueError("has no host and port: write HOST:PORT, e.g. 127.0.0.1:9464")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        if ":" not in host:
+            raise ValueError("puts brackets around an IPv4 address; they are for IPv6 only")
+    elif ":" in host:
+        raise ValueError("has an IPv6 address without brackets: write [::1]:9464")
+    if not (port_text.isascii() and port_text.isdigit()) or not 1 <= int(port_text) <= 65535:
+        raise ValueError(f"has port {port_text!r}: write a number from 1 to 65535")
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"has host {host!r}, which is neither an IP address nor "
+                             "localhost") from None
+    return host, int(port_text)
 
 
 def _read_addresses(config: Config, value: object) -> dict[str, Address]:
@@ -327,6 +485,7 @@ def _read_addresses(config: Config, value: object) -> dict[str, Address]:
         UnixAddress(config.user_socket): "the user socket",
         UnixAddress(config.admin_socket): "the schedctl socket",
         UnixAddress(config.system_admin_socket): "the partadm socket",
+        UnixAddress(config.metrics_user_socket): "the cqmetrics socket",
     }
     for component in COMPONENTS:
         if component not in addresses:

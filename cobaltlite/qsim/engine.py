@@ -278,6 +278,10 @@ class Qsim:
         """The jobs waiting now, unscored (for monitors)."""
         return list(self._queue.values())
 
+    def running_jobs(self) -> list[SimJob]:
+        """The jobs running now (with queued_jobs, what a forked replay starts from)."""
+        return list(self._running.values())
+
     def start_job(self, jobid: int, location: str) -> bool:
         job = self._queue.get(jobid)
         if job is None:
@@ -379,6 +383,17 @@ class Qsim:
                     del self._queue[job.jobid]
                     self._held[job.jobid] = job
 
+    def _reservations_give_up(self, t: float, other_events: bool, give_up: float) -> float:
+        """When a run whose queue only reservations can still change stops: once each has
+        ended, or (cyclic) gone round once more with nothing started; inf while other events
+        (`other_events`) remain. `give_up` is the value so far."""
+        if other_events:
+            return float("inf")
+        if give_up == float("inf"):
+            return max(t + r.cycle + r.duration if r.cycle else r.end
+                       for r in self._reservations)
+        return give_up
+
     def _next_boundary(self, after: float) -> float:
         """The first reservation period start or end later than `after` (inf: none)."""
         best = float("inf")
@@ -431,12 +446,8 @@ class Qsim:
             if reserved:
                 if next_window <= t:
                     t = next_window
-                if next_i < total or ends or repairs:
-                    give_up = inf
-                elif give_up == inf:  # only reservations can change anything now: stop once
-                    # each has ended, or (cyclic) gone round once more with nothing started
-                    give_up = max(t + r.cycle + r.duration if r.cycle else r.end
-                                  for r in self._reservations)
+                give_up = self._reservations_give_up(t, bool(next_i < total or ends or repairs),
+                                                     give_up)
                 if t > give_up:
                     break
                 next_window = self._next_boundary(t)

@@ -29,6 +29,7 @@ from cobaltlite.policy.budget import BudgetExceeded, run_with_budget
 from cobaltlite.policy.registry import PolicyRegistry
 from cobaltlite.policy.utility import PassInputs, PolicyError
 from cobaltlite.queue_manager import limits as lim
+from cobaltlite.queue_manager.newest import NewestOnly
 from cobaltlite.queue_manager.store import JobStore
 from cobaltlite.reservations.book import ReservationBook
 from cobaltlite.timefmt import format_hms
@@ -135,29 +136,20 @@ class ScoreWriter:
 
     def __init__(self, store: JobStore) -> None:
         self._store = store
-        self._latest: dict[int, float] | None = None
         self._written: dict[int, float] = {}
-        self._ready = threading.Condition()
-        threading.Thread(target=self._run, name="score writer", daemon=True).start()
+        self._worker = NewestOnly("score writer", self._write)
 
     def submit(self, scores: dict[int, float]) -> None:
-        with self._ready:
-            self._latest = scores
-            self._ready.notify()
+        self._worker.submit(scores)
 
-    def _run(self) -> None:
-        while True:
-            with self._ready:
-                while self._latest is None:
-                    self._ready.wait()
-                scores, self._latest = self._latest, None
-            changed = {j: v for j, v in scores.items() if self._written.get(j) != v}
-            try:
-                self._store.set_scores(changed)
-                self._written = scores
-            except Exception as exc:  # the database is busy or gone: the next pass retries
-                log.warning("scores not saved", error=str(exc))
-            time.sleep(self.INTERVAL)
+    def _write(self, scores: dict[int, float]) -> None:
+        changed = {j: v for j, v in scores.items() if self._written.get(j) != v}
+        try:
+            self._store.set_scores(changed)
+            self._written = scores
+        except Exception as exc:  # the database is busy or gone: the next pass retries
+            log.warning("scores not saved", error=str(exc))
+        time.sleep(self.INTERVAL)
 
 
 class QueueManager:
@@ -183,6 +175,9 @@ class QueueManager:
         self._lock = threading.RLock()
         self._limits: dict[str, Any] | None = None
         self._score_writer = ScoreWriter(store)
+        self.estimated_starts: dict[int, float] = {}
+        """{jobid: estimated start}: replaced whole by queue_manager/estimates.py after each
+        scheduling pass, read by job_table (qstat -f, showstart)."""
         self.reservations = ReservationBook(
             store, accounting, clock,
             lambda: build_machine(description_from_wire(self.system.description())),
@@ -287,12 +282,30 @@ class QueueManager:
     """Columns the queue manager derives (from state, holds, dependencies and queue limits)."""
     _SOURCES = ("state", "user_hold", "admin_hold", "dependencies", "user", "queue", "nodes")
 
+    ESTIMATED = "est_start"
+    """The column of estimated start times: queued jobs the last estimate reached have one
+    (queue_manager/estimates.py), every other row None."""
+
     def job_table(
         self, jobids: Iterable[int] | None = None, fields: Iterable[str] | None = None
     ) -> tuple[list[str], list[list[Any]]]:
         """`jobs` as (column names, value lists); only `fields` when given. The derived columns
-        (DERIVED) travel only when asked for, or when no fields are named."""
+        (DERIVED) and ESTIMATED travel only when asked for, or when no fields are named."""
         wanted = None if fields is None else set(fields)
+        if wanted is not None and self.ESTIMATED not in wanted:
+            return self._job_table(jobids, wanted)
+        if wanted is not None:
+            wanted.discard(self.ESTIMATED)
+            wanted.add("state")
+        names, rows = self._job_table(jobids, wanted)
+        state, estimates = names.index("state"), self.estimated_starts
+        return [*names, self.ESTIMATED], [
+            [*row, estimates.get(row[0]) if row[state] == states.QUEUED else None]
+            for row in rows]
+
+    def _job_table(
+        self, jobids: Iterable[int] | None, wanted: set[str] | None
+    ) -> tuple[list[str], list[list[Any]]]:
         derived = wanted is None or not wanted.isdisjoint(self.DERIVED)
         fetch = wanted
         if wanted is not None:
@@ -717,7 +730,26 @@ class QueueManager:
         the other policies, and scheduling, go on.
         """
         now = self.clock.now()
-        queue_rows = {q["name"]: q for q in self.store.queues()
+        by_policy, adjusted, _queues = self.runnable_jobs(now)
+        ready: list[_Scored] = []
+        for name, jobs in by_policy.items():
+            ready.extend(jobs)
+            kept = self._score(name, jobs, self._inputs(now))
+            if adjusted:
+                for job in jobs:
+                    if job.jobid in adjusted and job.jobid not in kept:
+                        job.score += adjusted[job.jobid]
+        self._score_writer.submit({j.jobid: j.score for j in ready})
+        # Compact rows (jobid, size, wall_time, score, threshold, queue): a pass may carry
+        # 10,000. The queue says where a job may run (queues mapped to places, reservations).
+        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold, j.queue] for j in ready]
+
+    def runnable_jobs(self, now: float) -> tuple[dict[str, list[_Scored]], dict[int, float],
+                                                 list[dict[str, Any]]]:
+        """The jobs a pass at `now` may start, unscored, by policy name; their score
+        adjustments (cqadm --score); and every queue (the scheduled ones decide what runs)."""
+        every_queue = self.store.queues()
+        queue_rows = {q["name"]: q for q in every_queue
                       if q["state"] in queues.SCHEDULED_STATES}
         candidates = [row for row in self.store.queued_for_scoring()
                       if row[6] in queue_rows and not row[8] and not row[9]]
@@ -738,18 +770,7 @@ class QueueManager:
                 queue["priority"], score, score))
             if adjust:
                 adjusted[jobid] = adjust
-        ready: list[_Scored] = []
-        for name, jobs in by_policy.items():
-            ready.extend(jobs)
-            kept = self._score(name, jobs, self._inputs(now))
-            if adjusted:
-                for job in jobs:
-                    if job.jobid in adjusted and job.jobid not in kept:
-                        job.score += adjusted[job.jobid]
-        self._score_writer.submit({j.jobid: j.score for j in ready})
-        # Compact rows (jobid, size, wall_time, score, threshold, queue): a pass may carry
-        # 10,000. The queue says where a job may run (queues mapped to places, reservations).
-        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold, j.queue] for j in ready]
+        return by_policy, adjusted, every_queue
 
     def _inputs(self, now: float) -> PassInputs:
         limits = self.limits()

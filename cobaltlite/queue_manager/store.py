@@ -527,6 +527,16 @@ class JobStore:
         with self.engine.connect() as conn:
             return _read_rows(conn, query, names)
 
+    def started_since(self, time: float) -> list[tuple[int, float, float]]:
+        """(jobid, submittime, starttime) of every job that started at `time` or later, ended
+        or not (the metrics monitor's wait statistics)."""
+        c = jobs_table.c
+        query = (select(c.jobid, c.submittime, c.starttime).where(c.starttime >= time)
+                 .order_by(c.starttime))
+        with self.engine.connect() as conn:
+            return [(int(jobid), float(submit), float(start))
+                    for jobid, submit, start in conn.execute(query)]
+
     def queued_for_scoring(self) -> list[tuple[Any, ...]]:
         """Queued jobs as (jobid, nodes, walltime, submittime, user, project, queue, score,
         user_hold, admin_hold, score_adjust, dependencies): only what a pass reads, because
