@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 from cobaltlite.errors import InputError
 
-if TYPE_CHECKING:  # user commands read the config and need no tuning code
+if TYPE_CHECKING:  # user commands read the config and need no tuning or scheduler code
+    from cobaltlite.scheduler.slack import SlackSettings
     from cobaltlite.tuning.scheme import TuningScheme
 
 COMPONENTS = ("queue-manager", "system", "scheduler", "metrics-monitor")
@@ -122,6 +123,8 @@ class Config:
     addresses: dict[str, Address] = field(default_factory=dict)
     # Adaptive tuning of the scheduler (seed 000 §3.4; cobaltlite/tuning/scheme.py); None: off.
     tuning: TuningScheme | None = None
+    # Settings of `backfill: slack` (seed 001; cobaltlite/scheduler/slack.py); None: Table 3's.
+    slack: SlackSettings | None = None
     # TLS between components and node agents; None: components stay on loopback or sockets.
     tls: TlsFiles | None = None
     # Compute hosts and their node agents' addresses, in node order (flat node 0 is the first);
@@ -209,7 +212,8 @@ machine: flat:4            # intrepid | bgp-2rack | flat:N[:PPN] | a partition t
 database: ""               # empty: SQLite in this directory; or postgresql+psycopg://...
 admin_group: null          # members may run admin operations (root always may)
 scheduler_interval: 10     # seconds between scheduling passes (submissions and ends wake it)
-backfill: easy             # easy | conservative | none
+backfill: easy             # easy | conservative | slack | none
+# slack: {lookahead: 20, goal: fairness}  # backfill: slack's settings (docs/fairness.md)
 metrics_interval: 30       # seconds between metrics samples
 kill_grace: 10             # seconds between SIGTERM and SIGKILL for a killed job
 default_policy: default    # utility function of new queues
@@ -271,6 +275,11 @@ def load_config(state_dir: Path | None = None) -> Config:
             from cobaltlite.tuning.scheme import parse_tuning_section
 
             config.tuning = None if value is None else parse_tuning_section(path, value)
+            continue
+        if key == "slack":
+            from cobaltlite.scheduler.slack import parse_slack_section
+
+            config.slack = None if value is None else parse_slack_section(path, value)
             continue
         default = getattr(config, key)
         if value is None and key in ("database",):

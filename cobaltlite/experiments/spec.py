@@ -137,11 +137,14 @@ class Experiment:
 
 
 def plain(value: Any) -> Any:
-    """A setting as JSON data: enums by value, paths as text."""
+    """A setting as JSON data: enums by value, paths as text, structured settings as JSON text
+    of their fields (one table column)."""
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, Path):
         return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json.dumps(dataclasses.asdict(value), sort_keys=True)
     return value
 
 
@@ -378,10 +381,16 @@ class _Reader:
             # A list or mapping setting: one value is written as [[...]] (a plain list is an axis).
             return value if isinstance(value, container) else _NO
         if isinstance(option, type):
-            # A structured setting (a class of its own): only a value of that class would do,
-            # and YAML cannot write one, so say so now rather than fail in every replay.
+            # A structured setting (a class of its own): a mapping if the class reads one
+            # (`from_mapping`, checked now), else only a value of that class would do, and YAML
+            # cannot write one, so say so now rather than fail in every replay.
             if isinstance(value, option):
                 return value
+            if isinstance(value, Mapping) and hasattr(option, "from_mapping"):
+                try:
+                    return option.from_mapping(value)
+                except ValueError as exc:
+                    raise self.fail(key, str(exc)) from None
             raise self.fail(key, f"{option.__name__} values cannot be given in an experiment "
                             "file (only numbers, text, booleans, files and choices)")
         return value  # an annotation this module cannot resolve: the replay checks the value

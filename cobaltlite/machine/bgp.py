@@ -433,7 +433,8 @@ class BGPPlanner:
         return m.names[m.cheapest(candidates, self._now, end)]
 
     def reserve_earliest(
-        self, nodes: int, duration: float, allowed: PlaceSet | None = None
+        self, nodes: int, duration: float, allowed: PlaceSet | None = None,
+        not_before: float | None = None,
     ) -> tuple[float, str]:
         m = self._m
         if allowed is not None:
@@ -446,7 +447,7 @@ class BGPPlanner:
         free_at = self._block_free_times()
         best_i, best_t = -1, 0.0
         for i in iter_bits(m._usable & sized):
-            t = free_at[i]
+            t = free_at[i] if not_before is None or free_at[i] >= not_before else not_before
             moved = True
             while moved:  # slide past every reservation that overlaps [t, t + duration)
                 moved = False

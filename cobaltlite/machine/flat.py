@@ -270,7 +270,8 @@ class FlatPlanner:
         return machine._choose(pool, nodes, self._now, end)
 
     def reserve_earliest(
-        self, nodes: int, duration: float, allowed: PlaceSet | None = None
+        self, nodes: int, duration: float, allowed: PlaceSet | None = None,
+        not_before: float | None = None,
     ) -> tuple[float, str]:
         """With `allowed`, a start must also find enough nodes of the set free then, counting
         only the ends of the jobs holding them now: the profile counts nodes, not which ones,
@@ -285,10 +286,12 @@ class FlatPlanner:
         if nodes > (in_service & ((1 << machine.total_nodes) - 1)).bit_count():
             return NOT_IN_SERVICE
         set_free_at = None if allowed is None else self._set_free_at(machine.mask_of(allowed))
+        # A start no earlier than `not_before`: its segment is split there and the search begins.
+        begin = 0 if not_before is None or not_before <= self._now else self._breakpoint(not_before)
         times, free = self._times, self._free
         last = len(times) - 1
         first = -1  # first segment of the current run of segments with enough free nodes
-        for j in range(last + 1):
+        for j in range(begin, last + 1):
             if free[j] < nodes:
                 first = -1
                 continue

@@ -67,9 +67,12 @@ class Planner(Protocol):
         ...
 
     def reserve_earliest(
-        self, nodes: int, duration: float, allowed: PlaceSet | None = None
+        self, nodes: int, duration: float, allowed: PlaceSet | None = None,
+        not_before: float | None = None,
     ) -> tuple[float, str]:
         """Reserve the earliest place and time a job of this size can run; return (start, where).
+        With `not_before`, the earliest at or after that time (seed 001's fair start, behind the
+        fragments: cobaltlite/qsim/unfairness.py).
 
         Only places in service (and in `allowed`) are considered; with none of this size,
         `NOT_IN_SERVICE`.

@@ -27,6 +27,7 @@ from cobaltlite.qsim.metrics import (
 )
 from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, policy_named, replay
 from cobaltlite.scheduler.scheduler import MAX_WINDOW, Backfill, check_window
+from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.tuning.scheme import (
     EXAMPLE_SCHEMES,
     TuningScheme,
@@ -124,6 +125,16 @@ def _policy_param(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"{text!r}: {value!r} is not a number") from None
 
 
+def _slack_param(text: str) -> tuple[str, object]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE (e.g. lookahead=20)")
+    try:
+        return name, getattr(SlackSettings.from_mapping({name: value}), name)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qsim",
@@ -193,7 +204,22 @@ def build_parser() -> argparse.ArgumentParser:
         default="easy",
         choices=[b.value for b in Backfill],
         help="backfilling: easy (nothing delays the top job), conservative (no "
-        "queued job is delayed) or none (default: easy)",
+        "queued job is delayed), slack (seed 001: a branch and bound over the first L waiting "
+        "jobs may delay others within their slack; see --slack-param) or none (default: easy)",
+    )
+    parser.add_argument(
+        "--slack-param", action="append", default=[], type=_slack_param, metavar="NAME=VALUE",
+        help="a setting of --backfill slack (seed 001 Table 3 defaults; repeatable): "
+        "lookahead=L (1-64, default 20), goal=fairness|utilization (G1/G2), slack_up=1.5, "
+        "slack_down=1.2, slack_min=1.1 (factors, >= 1), k1=-0.5, k2=0.4, time_unit=10000 "
+        "(seconds per unit of T_wait in eq. 5), max_ou_range=1.1, max_su_range=1.1, "
+        "min_u_range=1.0, max_nodes=256 (search nodes per pass); docs/fairness.md",
+    )
+    parser.add_argument(
+        "--unfairness", action="store_true",
+        help="add seed 001's metrics: OverallUnfairness and SkipUnfairness against the thesis's "
+        "fair start times, late and early jobs, high-load phases and their utilization, "
+        "relative response time per job class (costs a plan per submission)",
     )
     parser.add_argument(
         "--window", type=_window, default=1, metavar="W",
@@ -376,6 +402,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         err.print(f"qsim: error: {problem}", markup=False, highlight=False)
         return 1
+    if args.slack_param and args.backfill != Backfill.SLACK:
+        parser.error("--slack-param applies only with --backfill slack")
+    slack = SlackSettings(**dict(args.slack_param))
     reports = []
     try:
         tuning = _tuning(args.tuning)
@@ -393,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 estimate=args.estimate, start=args.start, end=args.end,
                 arrival_scale=args.arrival_scale, lenient=args.lenient,
                 slowdown_bound=args.slowdown_bound, out=out, window=args.window,
-                tuning=tuning, fair_start=args.fair_start,
+                slack=slack, unfairness=args.unfairness, tuning=tuning, fair_start=args.fair_start,
                 queue_config=queue_config, queue_policies=queue_policies,
                 alpha=args.alpha, beta=args.beta, failure_log=args.failure_log,
                 mtbf_hours=args.mtbf_hours, weibull_scale=args.weibull_scale,

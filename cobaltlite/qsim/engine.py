@@ -51,6 +51,7 @@ from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
 from cobaltlite.reservations.model import Reservation, Window
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
+from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.traces.model import TraceJob
 
 DEFAULT_REPAIR_TIME = 1200.0
@@ -139,6 +140,7 @@ class Qsim:
         window: int = 1,
         usage_half_life: float = DEFAULT_HALF_LIFE,
         reservations: Sequence[Reservation] | None = None,
+        slack: SlackSettings | None = None,
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
         RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`.
@@ -157,6 +159,7 @@ class Qsim:
 
         `reservations`: held over their periods (validated by the caller against `machine`);
         a reservation's own queue `R.<name>` exists for the replay.
+        `slack`: seed 001's settings for `Backfill.SLACK` (None: Table 3's).
         """
         self._machine = machine
         self.queue_places: dict[str, PlaceSet] = {}
@@ -232,7 +235,7 @@ class Qsim:
             self._usage = UsageLedger(usage_half_life, self.clock.now)
             self._inputs.user_usage = self._usage.share_of(machine.total_nodes)
         self.scheduler = Scheduler(self, self, self.clock, backfill, window,
-                                   self.windows if self._reservations else None)
+                                   self.windows if self._reservations else None, slack=slack)
         self._run_pass = pass_runner or self.scheduler.iterate
         self.pass_hook: PassHook | None = None
         """Called around each event time's pass (adaptive tuning); None costs nothing."""

@@ -393,6 +393,8 @@ def render_metrics(metrics: Mapping[str, Any], *, title: str) -> Group:
         (f"unfair jobs ({metrics['fair_start_method'] or 'not computed'})",
          _fmt_count(metrics["unfair_jobs"])),
     ]
+    rows += [(label, fmt(read(metrics))) for label, read, fmt, _ in _UNFAIRNESS_ROWS
+             if "unfairness" in metrics]
     failures = metrics.get("failures")
     if failures is not None:
         rows += [
@@ -442,8 +444,10 @@ PAPERS = (
     "seed 000: Tang, Ren, Lan, Desai, \"Toward balanced and sustainable job scheduling for "
     "production supercomputers\", Parallel Computing 2013. "
     "seed 003: Tang, Lan, Desai, Buettner, \"Fault-Aware, Utility-Based Job Scheduling on "
-    "Blue Gene/P Systems\", IEEE Cluster 2009. (docs/architecture.md, The papers)")
-"""The footnote that tells a reader which papers "seed 000" and "seed 003" are."""
+    "Blue Gene/P Systems\", IEEE Cluster 2009. "
+    "seed 001: Jin, \"Backfilling with fairness and slack for parallel job scheduling\", "
+    "MSc thesis, U. Windsor 2009. (docs/architecture.md, The papers)")
+"""The footnote that tells a reader which papers the "seed" numbers are."""
 
 _PIPED_WIDTH = 200
 """Columns when stdout is not a terminal: rich would wrap at 80 and a log or file has no width."""
@@ -515,11 +519,47 @@ _FAILURE_ROWS: tuple[_Row, ...] = (
 )
 
 
+def _unfairness_value(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    def read(metrics: Mapping[str, Any]) -> Any:
+        seed001 = metrics.get("unfairness")
+        return None if seed001 is None else seed001[key]
+
+    return read
+
+
+def _rr_value(job_class: str) -> Callable[[Mapping[str, Any]], Any]:
+    def read(metrics: Mapping[str, Any]) -> Any:
+        seed001 = metrics.get("unfairness")
+        if seed001 is None:
+            return None
+        return next(r["rr_600s"] for r in seed001["relative_response"] if r["name"] == job_class)
+
+    return read
+
+
+_UNFAIRNESS_ROWS: tuple[_Row, ...] = (
+    ("OverallUnfairness (seed 001)", _unfairness_value("overall_unfairness"), _fmt_seconds,
+     "lower"),
+    ("SkipUnfairness (seed 001)", _unfairness_value("skip_unfairness"), _fmt_seconds, "lower"),
+    ("jobs late / early vs thesis FST", lambda m: None if m.get("unfairness") is None else
+     f"{m['unfairness']['late_jobs']:,} / {m['unfairness']['early_jobs']:,}", lambda v: v or "-",
+     None),
+    ("high-load phase utilization", lambda m: None if m.get("unfairness") is None else
+     m["unfairness"]["high_load"]["phase_utilization"], _fmt_percent, "higher"),
+    *((f"relative response, {c} (10 min cut-off)", _rr_value(c), _fmt_ratio, "lower")
+      for c in ("short", "medium", "long", "all")),
+)
+
+
 def _headline_rows(named: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[_Row, ...]:
-    """The headline rows, with the failure rows when some run had failures."""
+    """The headline rows, with the failure rows when some run had failures and seed 001's when
+    some run measured them (--unfairness)."""
+    rows = _HEADLINE
+    if any("unfairness" in metrics for _, metrics in named):
+        rows += _UNFAIRNESS_ROWS
     if any("failures" in metrics for _, metrics in named):
-        return _HEADLINE + _FAILURE_ROWS
-    return _HEADLINE
+        rows += _FAILURE_ROWS
+    return rows
 
 
 def _category_rows(named: Sequence[tuple[str, Mapping[str, Any]]]) -> list[_Row]:

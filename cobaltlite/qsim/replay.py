@@ -44,8 +44,10 @@ from cobaltlite.qsim.fairness import Settings as FairnessSettings
 from cobaltlite.qsim.fairness import SettingsAt, fair_start_times
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
+from cobaltlite.qsim.unfairness import seed001_metrics
 from cobaltlite.reservations.qsim_file import load_reservations
 from cobaltlite.scheduler.scheduler import Backfill
+from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.traces.intrepid_list import read_intrepid_list
 from cobaltlite.traces.model import TraceJob, TraceReadResult, select_window
 from cobaltlite.traces.swf import read_swf
@@ -77,6 +79,8 @@ class ReplaySettings:
     slowdown_bound: float = 10.0
     out: Path | None = None
     window: int = 1
+    slack: SlackSettings | None = None  # seed 001's settings under --backfill slack
+    unfairness: bool = False  # seed 001's metrics (cobaltlite/qsim/unfairness.py)
     tuning: TuningScheme | None = None
     fair_start: str = "none"  # "none", or a method of cobaltlite/qsim/fairness.py
     # Queues, limits and policies (cobaltlite.jobs.queues.load_queue_config), and the utility
@@ -136,6 +140,8 @@ class ReplayReport:
             "jobs_skipped_unplaceable": len(self.result.skipped),
             "scheduling_passes": self.result.passes,
             "window": s.window,
+            **({"slack": dataclasses.asdict(s.slack or SlackSettings())}
+               if s.backfill is Backfill.SLACK else {}),
             "tuning": None if self.tuner is None or s.tuning is None else {
                 "scheme": s.tuning.describe(),
                 "changes": [change.as_record() for change in self.tuner.changes],
@@ -278,7 +284,7 @@ def replay(
                     queue_config=settings.queue_config, policies=settings.queue_policies,
                     failures=failures, repair_time=settings.repair_time, window=settings.window,
                     usage_half_life=settings.usage_half_life,
-                    reservations=reservations)
+                    reservations=reservations, slack=settings.slack)
         tuning = QsimTuning(qsim, settings.tuning) if settings.tuning is not None else None
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
         result = qsim.run(progress)
@@ -306,6 +312,8 @@ def replay(
         if settings.out is not None:
             write_figures(scored, settings.out, f"{settings.trace.name}, {settings.policy.name}, "
                           f"{settings.backfill} backfilling")
+    if settings.unfairness:
+        metrics["unfairness"] = seed001_metrics(result.outcomes, build_machine(description))
     report = ReplayReport(settings, result, metrics, list(trace.skipped),
                           len(machine.failure_units()) if settings.has_failures else 0, tuner)
     if settings.out is not None:

@@ -25,6 +25,7 @@ from cobaltlite.clock import Clock
 from cobaltlite.errors import InputError, MachineError
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
+from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.tuning.apply import apply_window
 from cobaltlite.tuning.scheme import TUNABLE_BOUNDS, TuningScheme, parse_scheme_text
 from cobaltlite.tuning.tuner import Change, Tuner
@@ -36,14 +37,17 @@ class SchedulerLoop:
     def __init__(self, make_site: Any, clock: Clock, backfill: Backfill, interval: float,
                  stopped_marker: Path | None = None, tuning: TuningScheme | None = None,
                  read_metrics: Callable[[], Mapping[str, float] | None] | None = None,
-                 after_pass: Callable[[Scheduler, Any], None] | None = None) -> None:
+                 after_pass: Callable[[Scheduler, Any], None] | None = None,
+                 slack: SlackSettings | None = None) -> None:
         """`stopped_marker`: a file that exists while scheduling is stopped (schedctl --stop),
         so a stop survives a restart of the scheduler, as Cobalt's saved state kept it.
         `read_metrics` returns the metrics monitor's latest values (None when it has none).
-        `after_pass(scheduler, site)` runs after each complete pass (start estimates)."""
+        `after_pass(scheduler, site)` runs after each complete pass (start estimates).
+        `slack`: the settings of `Backfill.SLACK` (seed 001)."""
         self._make_site = make_site
         self.clock = clock
         self.backfill = backfill
+        self.slack = slack
         self.interval = interval
         self._stopped_marker = stopped_marker
         self.active = stopped_marker is None or not stopped_marker.exists()
@@ -70,7 +74,8 @@ class SchedulerLoop:
                     self._site = self._make_site()
                     self._scheduler = Scheduler(self._site, self._site, self.clock,
                                                 self.backfill,
-                                                reservations=self._site.reservations)
+                                                reservations=self._site.reservations,
+                                                slack=self.slack)
                 self._tune()
                 apply_window(self._scheduler, self.tuner.values)
                 self._site.balance_factor = (self.tuner.values["bf"] if self._tunes_bf()

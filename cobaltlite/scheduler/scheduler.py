@@ -14,6 +14,9 @@ The order of one pass, which docs/architecture.md restates for users:
      starts if it fits now without delaying that reservation.
    * conservative: every job in rank order either starts now without delaying any earlier
      reservation, or gets a reservation of its own at its earliest time.
+   * slack (seed 001, cobaltlite/scheduler/slack.py): first start the combination of the first
+     L waiting jobs that a branch and bound picks within every waiting job's slack, then
+     backfill conservatively (with W > 1, as conservative).
 
 A pass starts everything that can start at this instant, so Qsim runs one pass per event time.
 
@@ -50,12 +53,14 @@ from cobaltlite.clock import Clock
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.reservations.model import Window
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
+from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings
 
 
 class Backfill(StrEnum):
     EASY = "easy"
     CONSERVATIVE = "conservative"
     NONE = "none"
+    SLACK = "slack"
 
 
 @dataclass(slots=True)
@@ -86,15 +91,18 @@ class Scheduler:
         backfill: Backfill = Backfill.EASY,
         window: int = 1,
         reservations: Callable[[], Sequence[Window]] | None = None,
+        slack: SlackSettings | None = None,
     ) -> None:
         """`reservations` gives the reservation periods to honour at each pass (those ending
-        after now); None: the site has none, and a pass never asks."""
+        after now); None: the site has none, and a pass never asks. `slack`: seed 001's
+        settings, read under `Backfill.SLACK` (default: Table 3's)."""
         self.queue_manager = queue_manager
         self.system = system
         self.clock = clock
         self.backfill = Backfill(backfill)
         self.window = check_window(window)
         self.reservations = reservations
+        self.slack = SlackBackfill(slack)
         self._places: Mapping[str, PlaceSet] | None = None  # this pass's queue -> place set
 
     def iterate(self) -> PassReport:
@@ -142,6 +150,14 @@ class Scheduler:
             return report
 
         planner = booked if booked is not None else machine.planner(now)
+        if self.backfill is Backfill.SLACK:
+            chosen = self.slack.select([top, *waiting], machine, now)
+            for job in chosen:
+                location = planner.location_now(job.size, job.wall_time, self._allowed(job))
+                if location is not None and self._start(job, location, report):
+                    planner.commit(location, job.wall_time)
+            begun = {job.jobid for job in chosen}
+            waiting = [job for job in waiting if job.jobid not in begun]
         start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
         report.drain = (top.jobid, where, start)
         if self.backfill is Backfill.EASY:
@@ -236,7 +252,7 @@ class Scheduler:
             report.drain = report.reserved[0]
         if self.backfill is Backfill.EASY:
             self._backfill_easy(rest, machine, planner, report)
-        elif self.backfill is Backfill.CONSERVATIVE:
+        elif self.backfill in (Backfill.CONSERVATIVE, Backfill.SLACK):
             self._backfill_conservative(rest, machine, planner, report)
 
     def _least_makespan_order(
