@@ -95,6 +95,10 @@ class _Fork(Qsim):
             job.queued_time = job.score = job.threshold = now - job.submit_time
         return kept
 
+    def ranked_jobs(self) -> list[SimJob] | None:
+        """Under `by_submission`, None: `schedulable_jobs` keeps only the jobs that matter."""
+        return None if self.by_submission else super().ranked_jobs()
+
     def run_to_target(self) -> float:
         """Qsim.run's loop for a fork, until the target starts (`_Started`): a fork has no
         arrivals, failures or hooks, so its events are the job ends, each followed by the pass;

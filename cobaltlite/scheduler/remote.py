@@ -81,6 +81,10 @@ class RemoteSite:
             machine.failures = failure_source(machine, entries)
             self._forecast_version = forecast["version"]
 
+    def ranked_jobs(self) -> None:
+        """The daemon's queue manager sends scored jobs: the scheduler ranks them."""
+        return None
+
     def schedulable_jobs(self) -> list[RemoteJob]:
         # Rows are (jobid, size, wall_time, score, threshold).
         jobs = [RemoteJob(*row) for row in self.queue_manager.schedulable_jobs()]

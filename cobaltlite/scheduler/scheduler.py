@@ -83,12 +83,16 @@ class Scheduler:
         machine = self.system.machine()
         if not machine.has_free_capacity():
             return report  # nothing can start, so ranking would change nothing
-        jobs = list(self.queue_manager.schedulable_jobs())
+        ranked = self.queue_manager.ranked_jobs()
+        if ranked is None:
+            jobs = list(self.queue_manager.schedulable_jobs())
+            # Two stable sorts give (score descending, jobid ascending) without a key tuple.
+            jobs.sort(key=_by_jobid)
+            jobs.sort(key=_by_score, reverse=True)
+        else:
+            jobs = list(ranked)  # a copy: starting jobs takes them out of the queue's list
         if not jobs:
             return report
-        # Two stable sorts give (score descending, jobid ascending) without a Python key tuple.
-        jobs.sort(key=_by_jobid)
-        jobs.sort(key=_by_score, reverse=True)
         now = self.clock.now()
 
         top_index = self._start_in_order(jobs, machine, now, report)
@@ -98,18 +102,18 @@ class Scheduler:
             self._place_window(jobs[top_index:], machine, now, report)
             return report
         top = jobs[top_index]
-        rest = jobs[top_index + 1 :]
-        cut = 0  # ranks are sorted, so the candidates are a prefix of the rest
-        while cut < len(rest) and rest[cut].score > top.threshold:
+        cut = top_index + 1  # ranks are sorted: the candidates are jobs[top_index + 1 : cut]
+        # A fixed rank order comes with bare scores, so no job passes the top one (unscored).
+        while ranked is None and cut < len(jobs) and jobs[cut].score > top.threshold:
             cut += 1
         waiting: list[SchedulableJob] = []
-        for job in rest[:cut]:
+        for job in jobs[top_index + 1 : cut]:
             location = machine.find_location(job.size, job.wall_time, now)
             if location is None or not self._start(job, location, report):
                 waiting.append(job)
-        waiting.extend(rest[cut:])
         if self.backfill is Backfill.NONE:
             return report
+        waiting.extend(jobs[cut:])
 
         planner = machine.planner(now)
         start, where = planner.reserve_earliest(top.size, top.wall_time)
@@ -191,25 +195,37 @@ class Scheduler:
                     break
         return best
 
+    # Both backfill loops skip the planner for a job larger than the idle nodes: it cannot
+    # start now on any machine. The idle count only changes when a job of the loop starts.
+
     def _backfill_easy(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
     ) -> None:
+        if not machine.has_free_capacity():
+            return
+        idle = machine.idle_nodes()
+        location_now, commit = planner.location_now, planner.commit
         for job in waiting:
-            if not machine.has_free_capacity():
-                return
-            location = planner.location_now(job.size, job.wall_time)
+            if job.size > idle:
+                continue
+            location = location_now(job.size, job.wall_time)
             if location is not None and self._start(job, location, report):
-                planner.commit(location, job.wall_time)
+                commit(location, job.wall_time)
+                if not machine.has_free_capacity():
+                    return
+                idle = machine.idle_nodes()
 
     def _backfill_conservative(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
     ) -> None:
+        idle = machine.idle_nodes()
         for job in waiting:
             if not machine.has_free_capacity():
                 return  # later reservations cannot make anything start at this instant
-            location = planner.location_now(job.size, job.wall_time)
+            location = planner.location_now(job.size, job.wall_time) if job.size <= idle else None
             if location is not None and self._start(job, location, report):
                 planner.commit(location, job.wall_time)
+                idle = machine.idle_nodes()
             elif machine.allocation_size(job.size) is not None:
                 planner.reserve_earliest(job.size, job.wall_time)
 
