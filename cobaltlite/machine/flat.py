@@ -41,6 +41,9 @@ class FlatMachine:
         self._failed = 0
         # jobid -> (node mask, node count, expected end)
         self._held: dict[int, tuple[int, int, float]] = {}
+        # The last place find_location named and its mask: a pass allocates and commits the
+        # place it was just given, so the string need not be parsed back.
+        self._found: tuple[str, int] = ("", 0)
 
     def allocation_size(self, nodes: int) -> int | None:
         return nodes if 0 < nodes <= self.total_nodes else None
@@ -55,17 +58,25 @@ class FlatMachine:
         if nodes > self._idle or nodes <= 0:
             return None
         if isinstance(self.failures, NoFailures) or self.beta <= 0:
-            return mask_to_ranges(lowest_bits(self._free, nodes))
-        chance, end = self.failures.chance, now + duration
-        ranked = sorted(iter_bits(self._free), key=lambda n: (chance(str(n), now, end), n))
-        mask = 0
-        for node in ranked[:nodes]:
-            mask |= 1 << node
-        return mask_to_ranges(mask)
+            mask = lowest_bits(self._free, nodes)
+        else:
+            chance, end = self.failures.chance, now + duration
+            ranked = sorted(iter_bits(self._free), key=lambda n: (chance(str(n), now, end), n))
+            mask = 0
+            for node in ranked[:nodes]:
+                mask |= 1 << node
+        location = mask_to_ranges(mask)
+        self._found = (location, mask)
+        return location
+
+    def mask_of(self, location: str) -> int:
+        """The nodes of `location` as a bit mask; ValueError if it is no node range list."""
+        found, mask = self._found
+        return mask if location == found else ranges_to_mask(location)
 
     def allocate(self, location: str, jobid: int, expected_end: float) -> int:
         try:
-            mask = ranges_to_mask(location)
+            mask = self.mask_of(location)
         except ValueError as exc:
             raise MachineError(f"job {jobid}: bad location {location!r}: {exc}") from None
         if mask >> self.total_nodes:
@@ -229,4 +240,4 @@ class FlatPlanner:
         return True
 
     def commit(self, location: str, duration: float) -> None:
-        self._take(self._now, self._now + duration, ranges_to_mask(location).bit_count())
+        self._take(self._now, self._now + duration, self._machine.mask_of(location).bit_count())
