@@ -197,8 +197,7 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
 
     loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval,
                          stopped_marker=Path(config.state_dir) / "scheduler-stopped",
-                         tuning=config.tuning,
-                         read_metrics=read_metrics if config.tuning else None)
+                         tuning=config.tuning, read_metrics=read_metrics)
     daemons = [serve_component(config, "scheduler", ComponentAPI(loop)),
                _serve_users(config.admin_socket, ControlAPI(loop, config.admin_group),
                             "scheduler-control", "the scheduler")]

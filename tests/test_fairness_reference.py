@@ -2,9 +2,9 @@
 §4.2), one fork per job over the whole queue, with none of fairness.py's shortcuts.
 
 fairness.py skips, under FCFS with W = 1, the jobs that cannot matter to a fork's pass and the
-passes that can start nothing; every fair start time must stay exactly the one the full fork
-gives, on a slice of a real trace (long queues) and with times that are not whole seconds (the
-shortcut's guard must turn it off).
+passes that can start nothing, and on a flat machine lets one fork serve consecutive jobs; every
+fair start time must stay exactly the one the full fork gives, on a slice of a real trace (long
+queues) and with times that are not whole seconds (the shortcut's guard must turn it off).
 """
 
 from __future__ import annotations

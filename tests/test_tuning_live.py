@@ -86,6 +86,37 @@ def test_an_admin_pins_and_releases_w_checked_on_the_server(
     assert "(pinned)" not in released.stdout and "pin released" in released.stdout
 
 
+def test_an_admin_loads_a_new_scheme_and_a_bad_one_leaves_the_old_active(
+        instance: Instance, accounts: Accounts) -> None:
+    bad_window = instance.jobs_dir / "bad-window.yaml"
+    bad_window.write_text("check_interval: 1\nrules:\n  - tunable: w\n    initial: 1\n"
+                          "    delta: 11\n    metric: queued_jobs\n    when: above\n"
+                          "    threshold: 2\n")
+    bad_metric = instance.jobs_dir / "bad-metric.yaml"
+    bad_metric.write_text("rules:\n  - example: bf-queue-depth\n    metric: coffee\n")
+    good = instance.jobs_dir / "bf.yaml"
+    good.write_text("tuning:\n  check_interval: 1\n  rules:\n    - example: bf-queue-depth\n"
+                    "      threshold: 1000\n")
+    for path, line, message in ((bad_window, 5, "initial + delta = 12 leaves W's bounds [1, 6]"),
+                                (bad_metric, 3, "unknown metric 'coffee'")):
+        refused = instance.command("schedctl", "--tuning", str(path))
+        assert refused.returncode != 0, refused.stdout
+        assert f"{path}:{line}: " in refused.stderr and message in refused.stderr, refused.stderr
+        assert "previous tuning scheme stays active" in refused.stderr
+    not_admin = instance.command("schedctl", "--tuning", str(good), account=ALICE,
+                                 accounts=accounts)
+    assert not_admin.returncode != 0 and "admin" in not_admin.stderr, not_admin
+    missing = instance.command("schedctl", "--tuning", str(instance.jobs_dir / "none.yaml"))
+    assert missing.returncode != 0 and "cannot read the tuning scheme" in missing.stderr
+    assert "tuning: w-by-queue" in status(instance)  # the daemon kept serving the old scheme
+
+    loaded = instance.command("schedctl", "--tuning", str(good))
+    assert loaded.returncode == 0, loaded.stderr
+    assert "tuning: bf-queue-depth (every 1 s): BF = 0.5 while queue_depth above 1000" in \
+        loaded.stdout, loaded.stdout
+    assert "tuning: bf-queue-depth" in status(instance)
+
+
 def test_the_monitor_history_survives_a_restart(instance: Instance) -> None:
     monitor = Peer(load_config(instance.state_dir), "metrics-monitor")
     before = monitor.sample_now()

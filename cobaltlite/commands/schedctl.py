@@ -3,10 +3,11 @@
 --start/--stop pause and resume scheduling; --reread-policy checks and activates the utility
 file; --check validates a file without activating it; --try replays a job log with a candidate
 function and with the current policy and prints both side by side; --score and --inherit set
-jobs' scores and the fraction of their score a dependent job inherits. Starting, stopping,
-rereading, --score and --inherit need root or the admin group; --status, --check and --try are
-open to everyone (--check and --try run in this process, so no untested code ever runs in a
-daemon).
+jobs' scores and the fraction of their score a dependent job inherits; --set/--unset pin and
+release a tunable (BF, W) and --tuning runs a new tuning scheme (seed 000). Starting, stopping,
+rereading, --score, --inherit, --set, --unset and --tuning need root or the admin group;
+--status, --check and --try are open to everyone (--check and --try run in this process, so no
+untested code ever runs in a daemon).
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ def build_parser() -> CommandParser:
                         "move it until --unset (admin)")
     action.add_argument("--unset", dest="unset_tunable", metavar="NAME",
                         help="release a pinned tunable: its tuning rule sets it again (admin)")
+    action.add_argument("--tuning", metavar="FILE", type=Path,
+                        help="run the tuning scheme in FILE (YAML, as the tuning: section of "
+                        "cobaltlite.yaml) from the next check on; a scheme that fails a check "
+                        "is refused and the previous one stays active (admin; lasts until the "
+                        "scheduler restarts)")
     action.add_argument("--reread-policy", action="store_true",
                         help="check the configured utility file and activate it if it passes; "
                         "the previous functions stay active otherwise (admin)")
@@ -158,6 +164,8 @@ def _scheduler(args: Any) -> int:
             _print_tuning(scheduler.set_tunable(name, value))
         elif args.unset_tunable is not None:
             _print_tuning(scheduler.unset_tunable(args.unset_tunable))
+        elif args.tuning is not None:
+            _print_tuning(scheduler.load_tuning(_read_text(args.tuning), str(args.tuning)))
         else:
             status = scheduler.status()
             print(f"Job Scheduling: {'ENABLED' if status['active'] else 'DISABLED'}")
@@ -179,6 +187,14 @@ def _scheduler(args: Any) -> int:
         raise CommandError(f"cannot reach the scheduler at {config.admin_socket}: {exc} "
                            "(is `cobaltlite up` running?)") from None
     return 0
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandError(f"{path}: cannot read the tuning scheme: "
+                           f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _tunable_setting(text: str) -> tuple[str, float]:

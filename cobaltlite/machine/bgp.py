@@ -26,6 +26,7 @@ from cobaltlite.machine.model import (
     OVERDUE_GRACE,
     FailureChance,
     NoFailures,
+    PlaceSet,
     TwoLevelChance,
 )
 
@@ -106,6 +107,7 @@ class BGPMachine:
         self._available = self._usable
         self._held: dict[int, tuple[int, float]] = {}  # jobid -> (block index, expected end)
         self._held_nodes = 0
+        self._place_sets: dict[PlaceSet, tuple[int, list[int]]] = {}
 
     @property
     def failures(self) -> FailureChance:
@@ -130,14 +132,37 @@ class BGPMachine:
     def idle_nodes(self) -> int:
         return self.total_nodes - self._held_nodes
 
-    def find_location(self, nodes: int, duration: float, now: float = 0.0) -> str | None:
-        size = self.allocation_size(nodes)
-        if size is None:
-            return None
-        candidates = self._available & self.size_mask[size]
+    def find_location(
+        self, nodes: int, duration: float, now: float = 0.0, allowed: PlaceSet | None = None
+    ) -> str | None:
+        if allowed is not None:
+            candidates = self._available & self.sized_within(nodes, allowed)
+        else:
+            size = self.allocation_size(nodes)
+            if size is None:
+                return None
+            candidates = self._available & self.size_mask[size]
         if not candidates:
             return None
         return self.names[self.cheapest(candidates, now, now + duration)]
+
+    def sized_within(self, nodes: int, allowed: PlaceSet) -> int:
+        """The blocks of `allowed` a job of `nodes` is placed on, as a mask: those of the
+        smallest size in the set that holds it (seed 003 §IV-B step 1 within the set, so a
+        queue mapped to larger blocks only still runs small jobs). 0 when none holds it.
+        Names of the set that are no schedulable block are ignored."""
+        entry = self._place_sets.get(allowed)
+        if entry is None:
+            mask = 0
+            for name in allowed:
+                i = self.index.get(name)
+                if i is not None:
+                    mask |= 1 << i
+            sizes = sorted({self.block_size[i] for i in iter_bits(mask)})
+            entry = self._place_sets[allowed] = (mask, sizes)
+        mask, sizes = entry
+        i = bisect_left(sizes, nodes)
+        return mask & self.size_mask[sizes[i]] if i < len(sizes) and nodes > 0 else 0
 
     def cheapest(self, candidates: int, start: float, end: float) -> int:
         """The candidate with the lowest Allocation_Cost(X) = α·BLK_f(X) + β·P_f(X).
@@ -365,12 +390,17 @@ class BGPPlanner:
             self._free_at = free_at
         return self._free_at
 
-    def location_now(self, nodes: int, duration: float) -> str | None:
+    def location_now(
+        self, nodes: int, duration: float, allowed: PlaceSet | None = None
+    ) -> str | None:
         m = self._m
-        size = m.allocation_size(nodes)
-        if size is None:
-            return None
-        candidates = m._available & m.size_mask[size]
+        if allowed is not None:
+            candidates = m._available & m.sized_within(nodes, allowed)
+        else:
+            size = m.allocation_size(nodes)
+            if size is None:
+                return None
+            candidates = m._available & m.size_mask[size]
         end = self._now + duration
         for start, stop, mask in self._reservations:
             if not candidates:
@@ -381,14 +411,20 @@ class BGPPlanner:
             return None
         return m.names[m.cheapest(candidates, self._now, end)]
 
-    def reserve_earliest(self, nodes: int, duration: float) -> tuple[float, str]:
+    def reserve_earliest(
+        self, nodes: int, duration: float, allowed: PlaceSet | None = None
+    ) -> tuple[float, str]:
         m = self._m
-        size = m.allocation_size(nodes)
-        if size is None:
-            raise MachineError(f"{nodes} nodes fit no block of {m.name}")
+        if allowed is not None:
+            sized = m.sized_within(nodes, allowed)
+        else:
+            size = m.allocation_size(nodes)
+            if size is None:
+                raise MachineError(f"{nodes} nodes fit no block of {m.name}")
+            sized = m.size_mask[size]
         free_at = self._block_free_times()
         best_i, best_t = -1, 0.0
-        for i in iter_bits(m._usable & m.size_mask[size]):
+        for i in iter_bits(m._usable & sized):
             t = free_at[i]
             moved = True
             while moved:  # slide past every reservation that overlaps [t, t + duration)
@@ -410,8 +446,8 @@ class BGPPlanner:
         other._free_at = None if self._free_at is None else list(self._free_at)
         return other
 
-    def plan_now(self, nodes: int, duration: float) -> bool:
-        location = self.location_now(nodes, duration)
+    def plan_now(self, nodes: int, duration: float, allowed: PlaceSet | None = None) -> bool:
+        location = self.location_now(nodes, duration, allowed)
         if location is None:
             return False
         m = self._m

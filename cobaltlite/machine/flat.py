@@ -12,11 +12,18 @@ A failed node (`fail("17")`) is neither free nor idle until `unfail`.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections.abc import Callable
 
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits, lowest_bits, mask_to_ranges, ranges_to_mask
 from cobaltlite.machine.description import FlatDescription
-from cobaltlite.machine.model import NOT_IN_SERVICE, OVERDUE_GRACE, FailureChance, NoFailures
+from cobaltlite.machine.model import (
+    NOT_IN_SERVICE,
+    OVERDUE_GRACE,
+    FailureChance,
+    NoFailures,
+    PlaceSet,
+)
 
 
 class FlatMachine:
@@ -41,6 +48,7 @@ class FlatMachine:
         self._failed = 0
         # jobid -> (node mask, node count, expected end)
         self._held: dict[int, tuple[int, int, float]] = {}
+        self._place_sets: dict[PlaceSet, int] = {}
         # The last place find_location named and its mask: a pass allocates and commits the
         # place it was just given, so the string need not be parsed back.
         self._found: tuple[str, int] = ("", 0)
@@ -54,14 +62,21 @@ class FlatMachine:
     def idle_nodes(self) -> int:
         return self._idle
 
-    def find_location(self, nodes: int, duration: float, now: float = 0.0) -> str | None:
+    def find_location(
+        self, nodes: int, duration: float, now: float = 0.0, allowed: PlaceSet | None = None
+    ) -> str | None:
         if nodes > self._idle or nodes <= 0:
             return None
+        free = self._free
+        if allowed is not None:
+            free &= self.mask_of(allowed)
+            if free.bit_count() < nodes:
+                return None
         if isinstance(self.failures, NoFailures) or self.beta <= 0:
-            mask = lowest_bits(self._free, nodes)
+            mask = lowest_bits(free, nodes)
         else:
             chance, end = self.failures.chance, now + duration
-            ranked = sorted(iter_bits(self._free), key=lambda n: (chance(str(n), now, end), n))
+            ranked = sorted(iter_bits(free), key=lambda n: (chance(str(n), now, end), n))
             mask = 0
             for node in ranked[:nodes]:
                 mask |= 1 << node
@@ -69,14 +84,14 @@ class FlatMachine:
         self._found = (location, mask)
         return location
 
-    def mask_of(self, location: str) -> int:
+    def location_mask(self, location: str) -> int:
         """The nodes of `location` as a bit mask; ValueError if it is no node range list."""
         found, mask = self._found
         return mask if location == found else ranges_to_mask(location)
 
     def allocate(self, location: str, jobid: int, expected_end: float) -> int:
         try:
-            mask = self.mask_of(location)
+            mask = self.location_mask(location)
         except ValueError as exc:
             raise MachineError(f"job {jobid}: bad location {location!r}: {exc}") from None
         if mask >> self.total_nodes:
@@ -101,6 +116,17 @@ class FlatMachine:
 
     def held_by(self) -> dict[int, str]:
         return {jobid: mask_to_ranges(mask) for jobid, (mask, _, _) in self._held.items()}
+
+    def mask_of(self, allowed: PlaceSet) -> int:
+        """The nodes of a place set, as a mask; names that are no node number are ignored."""
+        mask = self._place_sets.get(allowed)
+        if mask is None:
+            mask = 0
+            for name in allowed:
+                if name.isdigit() and int(name) < self.total_nodes:
+                    mask |= 1 << int(name)
+            self._place_sets[allowed] = mask
+        return mask
 
     def _node(self, component: str) -> int:
         if component.isdigit() and int(component) < self.total_nodes:
@@ -199,17 +225,29 @@ class FlatPlanner:
             i += 1
         return True
 
-    def location_now(self, nodes: int, duration: float) -> str | None:
+    def location_now(
+        self, nodes: int, duration: float, allowed: PlaceSet | None = None
+    ) -> str | None:
         if nodes > self._machine._idle or not self._fits_from(0, nodes, self._now + duration):
             return None
-        return self._machine.find_location(nodes, duration, self._now)
+        return self._machine.find_location(nodes, duration, self._now, allowed)
 
-    def reserve_earliest(self, nodes: int, duration: float) -> tuple[float, str]:
+    def reserve_earliest(
+        self, nodes: int, duration: float, allowed: PlaceSet | None = None
+    ) -> tuple[float, str]:
+        """With `allowed`, a start must also find enough nodes of the set free then, counting
+        only the ends of the jobs holding them now: the profile counts nodes, not which ones,
+        so other reservations are not told apart by set (docs/administration.md, flat
+        machines)."""
         machine = self._machine
         if nodes > machine.total_nodes:
             raise MachineError(f"{nodes} nodes can never fit on {machine.total_nodes}")
-        if nodes > machine.total_nodes - machine._failed.bit_count():
+        in_service = ~machine._failed
+        if allowed is not None:
+            in_service &= machine.mask_of(allowed)
+        if nodes > (in_service & ((1 << machine.total_nodes) - 1)).bit_count():
             return NOT_IN_SERVICE
+        set_free_at = None if allowed is None else self._set_free_at(machine.mask_of(allowed))
         times, free = self._times, self._free
         last = len(times) - 1
         first = -1  # first segment of the current run of segments with enough free nodes
@@ -218,6 +256,8 @@ class FlatPlanner:
                 first = -1
                 continue
             if first < 0:
+                if set_free_at is not None and set_free_at(times[j]) < nodes:
+                    continue
                 first = j
             if j == last or times[j + 1] >= times[first] + duration:
                 start = times[first]
@@ -225,19 +265,37 @@ class FlatPlanner:
                 return start, f"{nodes} nodes"
         raise AssertionError("the last segment of a profile has every node in service free")
 
+    def _set_free_at(self, nodes_of_set: int) -> Callable[[float], int]:
+        """When the set's nodes come free: f(t) = how many are free at t (never fewer later)."""
+        machine = self._machine
+        now, failed = self._now, machine._failed
+        ends = sorted(
+            (max(end, now + OVERDUE_GRACE) if end <= now else end,
+             (mask & nodes_of_set & ~failed).bit_count())
+            for mask, _, end in machine._held.values() if mask & nodes_of_set)
+        free_now = (machine._free & nodes_of_set).bit_count()
+
+        def free_at(t: float) -> int:
+            return free_now + sum(count for end, count in ends if end <= t)
+        return free_at
+
     def copy(self) -> FlatPlanner:
         other = FlatPlanner.__new__(FlatPlanner)
         other._machine, other._now = self._machine, self._now
         other._times, other._free = list(self._times), list(self._free)
         return other
 
-    def plan_now(self, nodes: int, duration: float) -> bool:
+    def plan_now(self, nodes: int, duration: float, allowed: PlaceSet | None = None) -> bool:
         # Nodes are interchangeable: the free-node profile alone decides, no place is named.
         end = self._now + duration
         if nodes > self._free[0] or not self._fits_from(0, nodes, end):
+            return False
+        if allowed is not None and self._machine.find_location(
+                nodes, duration, self._now, allowed) is None:
             return False
         self._take(self._now, end, nodes)
         return True
 
     def commit(self, location: str, duration: float) -> None:
-        self._take(self._now, self._now + duration, self._machine.mask_of(location).bit_count())
+        self._take(self._now, self._now + duration,
+                   self._machine.location_mask(location).bit_count())

@@ -11,6 +11,13 @@ from typing import Protocol, runtime_checkable
 
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 
+PlaceSet = frozenset[str]
+"""Where a job may be placed: Blue Gene/P block names (`R00-M0`), flat node numbers (`"17"`).
+Every `allowed` argument below takes one; None (the default) means anywhere. On Blue Gene/P a
+job may run on a block only when the block itself is in the set (a queue mapped to blocks runs
+its jobs on those blocks, as Cobalt's partadm --queue does; docs/administration.md); on a flat
+machine, only on nodes of the set."""
+
 OVERDUE_GRACE = 1.0
 """A running job past its expected end (a kill in flight) is planned to end this many seconds
 from now: it still holds its place at this instant, so it cannot count as free now."""
@@ -53,14 +60,19 @@ class Planner(Protocol):
     about each start with `commit`.
     """
 
-    def location_now(self, nodes: int, duration: float) -> str | None:
+    def location_now(
+        self, nodes: int, duration: float, allowed: PlaceSet | None = None
+    ) -> str | None:
         """The lowest-cost place free now that delays no reservation over [now, now+duration)."""
         ...
 
-    def reserve_earliest(self, nodes: int, duration: float) -> tuple[float, str]:
+    def reserve_earliest(
+        self, nodes: int, duration: float, allowed: PlaceSet | None = None
+    ) -> tuple[float, str]:
         """Reserve the earliest place and time a job of this size can run; return (start, where).
 
-        Only places in service are considered; with none of this size, `NOT_IN_SERVICE`.
+        Only places in service (and in `allowed`) are considered; with none of this size,
+        `NOT_IN_SERVICE`.
         """
         ...
 
@@ -72,7 +84,7 @@ class Planner(Protocol):
         """An independent planner with the same plan so far (what-ifs from a common start)."""
         ...
 
-    def plan_now(self, nodes: int, duration: float) -> bool:
+    def plan_now(self, nodes: int, duration: float, allowed: PlaceSet | None = None) -> bool:
         """What-if (the allocation window trying orders): if a job of this size could start now
         on its lowest-cost place without delaying a reservation, plan it there as running for
         `duration` seconds, although it has NOT started, and return True; else False."""
@@ -126,8 +138,11 @@ class Machine(Protocol):
 
     def idle_nodes(self) -> int: ...
 
-    def find_location(self, nodes: int, duration: float, now: float) -> str | None:
-        """The lowest-cost free place for a job running [now, now+duration), or None.
+    def find_location(
+        self, nodes: int, duration: float, now: float, allowed: PlaceSet | None = None
+    ) -> str | None:
+        """The lowest-cost free place (within `allowed`) for a job running [now, now+duration),
+        or None.
 
         The cost is seed 003's Allocation_Cost; `now` and `duration` feed the failure chance.
         """

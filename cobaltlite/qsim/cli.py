@@ -37,6 +37,7 @@ EPILOG = """\
 subcommands (given first, instead of --trace):
   qsim sweep FILE [--out DIR] [--scheduler ADDRESS]   run an experiment file's grid of replays
   qsim report DIR                                     HTML page + PNG figures of a replay or sweep
+  qsim configure-queues --trace FILE --machine flat:N  queue partitions from a history (seed 002)
   (qsim sweep --help, qsim report --help say more; docs/experiments.md describes the files)
 
 examples:
@@ -321,11 +322,15 @@ def _policy(name: str, args: argparse.Namespace) -> UtilityFunction:
     return policy_named(name, dict(args.policy_param), args.utility_file)
 
 
-SUBCOMMANDS = ("sweep", "report")
+SUBCOMMANDS = ("sweep", "report", "configure-queues")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "configure-queues":
+        from cobaltlite.partitioning import command
+
+        return command.main(argv[1:])
     if argv and argv[0] in SUBCOMMANDS:
         # Imported only here: a plain replay never loads Dask, pyarrow or matplotlib.
         from cobaltlite.experiments import commands

@@ -41,7 +41,7 @@ from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.jobs import lifecycle, queues
 from cobaltlite.jobs.lifecycle import JobStatus
 from cobaltlite.jobs.queues import QueueLoad, SettingError
-from cobaltlite.machine.model import Machine
+from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
@@ -145,6 +145,8 @@ class Qsim:
         `window`: the scheduler's allocation window W (seed 000 §3.3; 1 = no reordering).
         """
         self._machine = machine
+        self.queue_places: dict[str, PlaceSet] = {}
+        """Queue name -> the places its jobs may run on (empty: every queue runs anywhere)."""
         self.policy = policy
         self.observer = observer or ReplayObserver()
         self.skipped: list[str] = []
@@ -367,6 +369,9 @@ class Qsim:
 
     def machine(self) -> Machine:
         return self._machine
+
+    def place_sets(self) -> Mapping[str, PlaceSet]:
+        return self.queue_places
 
     def allocations(self) -> list[dict[str, float | int | str]]:
         return [{"jobid": job.jobid, "location": job.location,

@@ -10,6 +10,8 @@ time"); every table says which one it used:
   arrivals, until the job starts. A job that really started before the next arrival (with the
   same settings still in force) needs no fork: up to that arrival the fork and the replay are the
   same run, so its FST is its start.
+  Under FCFS, W = 1, EASY or no backfilling, whole times and a flat machine, one fork serves
+  consecutive jobs (`_SharedFork`; docs/metric-aware.md, D000-5, "Shared forks").
 * ``estimate`` (cheaper): one plan at the submission instant. The running jobs end at their
   requested times; the queued jobs, in the policy's rank order at that instant, each start now if
   they fit or reserve their earliest place (conservative backfilling's plan); the job's place in
@@ -32,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, fcfs
 from cobaltlite.qsim.engine import Qsim, SimJob
@@ -127,39 +130,174 @@ class _Fork(Qsim):
         return started
 
 
+@dataclass
+class _Handover:
+    """A shared fork's state handed on to a fork of its own (`_SharedFork.start_job`): jobs
+    running (with their start and place) and waiting at `now`, the jobs it serves, and where the
+    submissions it reads resume (None: no job joins it)."""
+
+    now: float
+    running: list[SimJob]
+    queued: list[SimJob]
+    serving: list[int]
+    next_submission: int | None
+
+
+class _SharedFork(_Fork):
+    """One forked replay serving consecutive jobs (docs/metric-aware.md, D000-5, "Shared forks").
+
+    Used only where `by_submission` holds on a flat machine. It starts as the fork of its first
+    job (the head); each later job joins at its submission, last in the queue, while the fork is
+    open. A joined job j is tried last in every pass, so until it starts it changes no other
+    job's start: the fork is the fork of j as well. When j can start, that instant is its FST;
+    j really starts (and the fork goes on as the fork of j, for the jobs after it) only if every
+    job served before j has started. Otherwise the forks of the earlier jobs must not hold j and
+    those of the later ones must hold it started: j leaves this fork, which serves only the
+    earlier jobs from then on and takes no new job, and the later jobs are handed on
+    (`handed_on`) to a fork of their own that starts from this instant with j started.
+    """
+
+    by_submission = True
+
+    def __init__(self, machine: Machine, settings: Settings, backfill: Backfill,
+                 fair: dict[int, float], submissions: Sequence[JobOutcome],
+                 next_submission: int | None) -> None:
+        super().__init__([], machine, settings.policy, backfill, window=settings.window)
+        self.settings = settings
+        self.fair = fair
+        self.serving: dict[int, None] = {}
+        """The jobs whose FST this fork seeks and has not found yet, in submission order."""
+        self.submissions = submissions
+        self.next_submission = next_submission
+        """Index in `submissions` of the next job to join; None once the fork is closed."""
+        self.handed_on: list[_Handover] = []
+
+    def start_job(self, jobid: int, location: str) -> bool:
+        serving = self.serving
+        if jobid not in serving:
+            return Qsim.start_job(self, jobid, location)
+        now = self.clock.now()
+        self.fair[jobid] = now
+        if next(iter(serving)) == jobid:
+            del serving[jobid]
+            return Qsim.start_job(self, jobid, location)
+        order = list(serving)
+        later = order[order.index(jobid) + 1:]
+        job = self._queue.pop(jobid)
+        for other in (jobid, *later):
+            del serving[other]
+        running = [_copy(j, j.start_time, j.location) for j in self._running.values()]
+        running.append(_copy(job, now, location))
+        # Later jobs leave too: they wait in the handed-on fork (the queue keeps its order).
+        queued = [_copy(j) for j in self._queue.values()]
+        for other in later:
+            del self._queue[other]
+        self.handed_on.append(_Handover(now, running, queued, later, self.next_submission))
+        self.next_submission = None
+        return False
+
+    def run_serving(self, settings_at: SettingsAt) -> None:
+        """Until every job served has its FST: `_Fork.run_to_target` with the later submissions
+        joining as events, after the ends of their instant and before its pass, as in Qsim. A
+        job joins only while the fork is open and the settings in force at its submission are
+        the fork's; the first pass is at the fork's own instant."""
+        ends, queue, running = self._ends, self._queue, self._running
+        machine, clock, iterate = self._machine, self.clock, self.scheduler.iterate
+        pop, release = heapq.heappop, machine.release
+        submissions, settings = self.submissions, self.settings
+        inf = float("inf")
+        t = clock.now()
+        while True:
+            i = self.next_submission
+            while i is not None and i < len(submissions) and submissions[i].submit_time == t:
+                if settings_at(t) != settings:
+                    i = None
+                    break
+                o = submissions[i]
+                queue[o.jobid] = _waiting(o)
+                self.serving[o.jobid] = None
+                i += 1
+            self.next_submission = i
+            if queue and machine.has_free_capacity():
+                iterate()
+            if not self.serving:
+                return
+            i = self.next_submission
+            t = min(ends[0][0] if ends else inf,
+                    submissions[i].submit_time if i is not None and i < len(submissions) else inf)
+            if t == inf:
+                raise AssertionError(f"jobs {list(self.serving)} never started in their fork")
+            clock.advance_to(t)
+            while ends and ends[0][0] == t:
+                jobid = pop(ends)[1]
+                del running[jobid]
+                release(jobid)
+
+
 def fair_start_times(
     outcomes: Sequence[JobOutcome],
     machine: Machine,
     backfill: Backfill,
     settings_at: SettingsAt,
     method: FairStartMethod = "replay",
+    share_forks: bool = True,
 ) -> dict[int, float]:
     """{jobid: fair start time} for every outcome. `machine` must hold nothing; it is reused
-    for every fork and left empty."""
+    for every fork and left empty. `share_forks=False` gives every job a fork of its own even
+    where one fork can serve consecutive jobs (the results are the same; tests compare them)."""
     fair: dict[int, float] = {}
-    arrivals = sorted((o.submit_time, o.jobid) for o in outcomes)
-    next_arrival = {jobid: arrivals[i + 1][0] if i + 1 < len(arrivals) else float("inf")
-                    for i, (_, jobid) in enumerate(arrivals)}
+    by_submit = sorted(outcomes, key=lambda o: (o.submit_time, o.jobid))
+    n = len(by_submit)
     whole_times = method == "replay" and _whole_times(outcomes, machine)
-    for target, t, running, queued in _states_at_submission(outcomes):
+    flat = isinstance(machine, FlatMachine)
+    for i, (target, t, running, queued) in enumerate(_states_at_submission(outcomes)):
+        if target.jobid in fair:
+            continue  # a shared fork found it
         settings = settings_at(t)
-        if (method == "replay" and target.start_time < next_arrival[target.jobid]
+        next_arrival = by_submit[i + 1].submit_time if i + 1 < n else float("inf")
+        if (method == "replay" and target.start_time < next_arrival
                 and settings_at(target.start_time) is settings):
             # Until the next arrival the fork and the replay are the same run (same state, same
             # events, same settings), so a job that started before it started at its FST.
             fair[target.jobid] = target.start_time
             continue
         try:
-            if method == "replay":
-                fair[target.jobid] = _forked_start(target, t, running, queued, machine, backfill,
-                                                   settings, whole_times)
-            else:
+            if method == "estimate":
                 fair[target.jobid] = _planned_start(target, t, running, queued, machine,
                                                     settings.policy)
+            elif share_forks and flat and _ranks_by_submission(settings, backfill, whole_times):
+                start = _Handover(t, [_sim_job(o) for o in running],
+                                  [_waiting(o) for o in queued], [target.jobid], i + 1)
+                _serve(start, machine, settings, backfill, fair, by_submit, settings_at)
+            else:
+                fair[target.jobid] = _forked_start(target, t, running, queued, machine,
+                                                   backfill, settings, whole_times)
         finally:
-            for jobid in list(machine.held_by()):
-                machine.release(jobid)
+            _empty(machine)
     return fair
+
+
+def _serve(start: _Handover, machine: Machine, settings: Settings, backfill: Backfill,
+           fair: dict[int, float], submissions: Sequence[JobOutcome],
+           settings_at: SettingsAt) -> None:
+    """Run the shared fork `start` describes, then every fork handed on from it, one at a time
+    on `machine`, until each job they serve has its FST."""
+    pending = [start]
+    while pending:
+        state = pending.pop()
+        fork = _SharedFork(machine, settings, backfill, fair, submissions, state.next_submission)
+        try:
+            fork.resume(state.now, state.running, state.queued)
+            fork.serving = dict.fromkeys(state.serving)
+            fork.run_serving(settings_at)
+        finally:
+            _empty(machine)
+        pending.extend(fork.handed_on)
+
+
+def _empty(machine: Machine) -> None:
+    for jobid in list(machine.held_by()):
+        machine.release(jobid)
 
 
 def unfair_jobs(outcomes: Sequence[JobOutcome], fair: dict[int, float]) -> int:
@@ -202,19 +340,40 @@ def _forked_start(target: JobOutcome, t: float, running: list[JobOutcome],
                   settings: Settings, whole_times: bool) -> float:
     fork = _Fork([], machine, settings.policy, backfill, window=settings.window)
     fork.target = target.jobid
-    # Under FCFS with whole times the rank order is the queue's order at every pass (the
-    # queued jobs come in (submission, jobid) order from _states_at_submission).
-    fork.by_submission = (whole_times and settings.window == 1 and settings.policy.function is fcfs
-                          and backfill in (Backfill.EASY, Backfill.NONE))
-    # Waiting jobs: not started (SimJob's defaults), as _sim_job would give with those reset.
-    waiting = [SimJob(o.jobid, o.nodes, o.requested_time, o.run_time, o.submit_time, o.user,
-                      o.project, o.queue) for o in queued]
-    fork.resume(t, [_sim_job(o) for o in running], waiting)
+    fork.by_submission = _ranks_by_submission(settings, backfill, whole_times)
+    _resume(fork, t, running, queued)
     try:
         fork.scheduler.iterate()
     except _Started:
         return t
     return fork.run_to_target()
+
+
+def _ranks_by_submission(settings: Settings, backfill: Backfill, whole_times: bool) -> bool:
+    """Under FCFS with whole times the rank order is the queue's order at every pass (the queued
+    jobs come in (submission, jobid) order from _states_at_submission); W = 1 and EASY or no
+    backfilling make the jobs that cannot fit irrelevant (`_Fork.schedulable_jobs`)."""
+    return (whole_times and settings.window == 1 and settings.policy.function is fcfs
+            and backfill in (Backfill.EASY, Backfill.NONE))
+
+
+def _resume(fork: _Fork, t: float, running: list[JobOutcome], queued: list[JobOutcome]) -> None:
+    """Fork the replay at `t`: `running` keep their places, `queued` wait."""
+    fork.resume(t, [_sim_job(o) for o in running], [_waiting(o) for o in queued])
+
+
+def _waiting(o: JobOutcome) -> SimJob:
+    """`o` as a job not started yet (SimJob's defaults for start and place)."""
+    return SimJob(o.jobid, o.nodes, o.requested_time, o.run_time, o.submit_time, o.user,
+                  o.project, o.queue)
+
+
+def _copy(job: SimJob, start_time: float = -1.0, location: str = "") -> SimJob:
+    """A fork's job for another fork (a fork changes its jobs as they start): not started, or
+    started at `start_time` on `location`."""
+    return SimJob(job.jobid, job.size, job.wall_time, job.run_time, job.submit_time,
+                  job.user_name, job.project, job.queue, start_time=start_time,
+                  location=location)
 
 
 def _whole_times(outcomes: Sequence[JobOutcome], machine: Machine) -> bool:

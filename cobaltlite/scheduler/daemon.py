@@ -22,10 +22,11 @@ import Pyro5.api
 import structlog
 
 from cobaltlite.clock import Clock
+from cobaltlite.errors import InputError
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
 from cobaltlite.tuning.apply import apply_window
-from cobaltlite.tuning.scheme import TUNABLE_BOUNDS, TuningScheme
+from cobaltlite.tuning.scheme import TUNABLE_BOUNDS, TuningScheme, parse_scheme_text
 from cobaltlite.tuning.tuner import Change, Tuner
 
 log = structlog.get_logger("scheduler")
@@ -113,6 +114,12 @@ class SchedulerLoop:
             _log_change(change)
         return changes
 
+    def replace_scheme(self, scheme: TuningScheme) -> None:
+        """Run `scheme` from the next check on (schedctl --tuning); pins and values stay."""
+        with self._pass_lock:
+            self.tuner.replace_scheme(scheme)
+        log.info("tuning scheme replaced", scheme=scheme.describe())
+
     def tuning_status(self) -> dict[str, Any]:
         tuner = self.tuner
         last = tuner.changes[-1] if tuner.changes else None
@@ -199,6 +206,21 @@ class ControlAPI:
         if not isinstance(tunable, str) or tunable.lower() not in TUNABLE_BOUNDS:
             raise ValueError(f"schedctl --unset {tunable!r}: the tunables are bf and w")
         self._loop.unpin(tunable.lower())
+        self._loop.wake()
+        return self._loop.tuning_status()
+
+    def load_tuning(self, text: str, path: str) -> dict[str, Any]:
+        """Run a new tuning scheme (admin): `text` is the YAML of the file `path`, read by
+        schedctl as the admin. It passes every check of a scheme in cobaltlite.yaml first; one
+        that fails changes nothing, and the previous scheme stays active."""
+        self._require_admin("schedctl --tuning")
+        if not isinstance(text, str) or not isinstance(path, str):
+            raise ValueError("schedctl --tuning sends a file's text and its name")
+        try:
+            scheme = parse_scheme_text(text, Path(path))
+        except InputError as exc:
+            raise ValueError(f"{exc} (the previous tuning scheme stays active)") from None
+        self._loop.replace_scheme(scheme)
         self._loop.wake()
         return self._loop.tuning_status()
 

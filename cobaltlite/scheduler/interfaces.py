@@ -6,10 +6,10 @@ both. Either way the scheduler cannot tell.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from cobaltlite.machine.model import Machine
+from cobaltlite.machine.model import Machine, PlaceSet
 
 
 class SchedulableJob(Protocol):
@@ -20,6 +20,7 @@ class SchedulableJob(Protocol):
     wall_time: float   # requested seconds: what plans and reservations use
     score: float
     threshold: float   # the fallback threshold (seed 003 §IV-A)
+    queue: str         # its queue: a queue mapped to places runs its jobs only there
 
 
 class QueueManagerView(Protocol):
@@ -42,4 +43,9 @@ class QueueManagerView(Protocol):
 class SystemView(Protocol):
     def machine(self) -> Machine:
         """The machine model with its current allocations (never a per-pass copy)."""
+        ...
+
+    def place_sets(self) -> Mapping[str, PlaceSet]:
+        """Queue name -> the places its jobs may run on, read once per pass after `machine`;
+        queues absent may run anywhere. Empty (no mapping) leaves scheduling unchanged."""
         ...

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cobaltlite.clock import Clock
-from cobaltlite.machine.model import Machine
+from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, builtin_policy
@@ -49,6 +49,7 @@ class RemoteSite:
         self._held: dict[int, str] = {}
         self._walltime: dict[int, float] = {}
         self._forecast_version = -1  # none received yet
+        self._place_sets: dict[str, PlaceSet] = {}
         self.balance_factor: float | None = None
         """Set by adaptive tuning (seed 000): rank by the balanced priority with this BF instead
         of the queues' scores; None: the queue manager's scores, as they come."""
@@ -57,6 +58,8 @@ class RemoteSite:
     def machine(self) -> Machine:
         state = self.system.machine_state(self._forecast_version)
         self._sync_failures(state["failed"], state["forecast"])
+        self._place_sets = {queue: frozenset(places)
+                            for queue, places in state.get("queue_places", {}).items()}
         current = {a["jobid"]: a for a in state["allocations"]}
         for jobid in [j for j in self._held if j not in current]:
             self._machine.release(jobid)
@@ -68,6 +71,10 @@ class RemoteSite:
                 self._machine.allocate(alloc["location"], jobid, alloc["expected_end"])
                 self._held[jobid] = alloc["location"]
         return self._machine
+
+    def place_sets(self) -> dict[str, PlaceSet]:
+        """The queue -> places mapping the system sent with this pass's machine state."""
+        return self._place_sets
 
     def _sync_failures(self, failed: list[str], forecast: dict[str, Any] | None) -> None:
         machine = self._machine

@@ -17,6 +17,10 @@ The order of one pass, which docs/architecture.md restates for users:
 
 A pass starts everything that can start at this instant, so Qsim runs one pass per event time.
 
+A queue mapped to places (partadm --queue; `SystemView.place_sets`, read once per pass) has its
+jobs placed, drained and reserved only there; jobs of other queues go anywhere, as without a
+mapping (docs/administration.md).
+
 With an allocation window W > 1 (seed 000 §3.3 steps 5-6; decisions in docs/metric-aware.md),
 steps 3-4 become: take the top job and the next W-1 placeable jobs in rank order (the window);
 try every order of the window, placing each job greedily (start now on its lowest-cost place
@@ -28,13 +32,14 @@ reservations, conservative protects every reservation. W = 1 takes the path abov
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import permutations
 from operator import attrgetter
 
 from cobaltlite.clock import Clock
-from cobaltlite.machine.model import Machine, Planner
+from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
 
 
@@ -77,6 +82,7 @@ class Scheduler:
         self.clock = clock
         self.backfill = Backfill(backfill)
         self.window = check_window(window)
+        self._places: Mapping[str, PlaceSet] | None = None  # this pass's queue -> place set
 
     def iterate(self) -> PassReport:
         report = PassReport()
@@ -94,6 +100,7 @@ class Scheduler:
         if not jobs:
             return report
         now = self.clock.now()
+        self._places = self.system.place_sets() or None
 
         top_index = self._start_in_order(jobs, machine, now, report)
         if top_index is None or not machine.has_free_capacity():
@@ -108,7 +115,7 @@ class Scheduler:
             cut += 1
         waiting: list[SchedulableJob] = []
         for job in jobs[top_index + 1 : cut]:
-            location = machine.find_location(job.size, job.wall_time, now)
+            location = machine.find_location(job.size, job.wall_time, now, self._allowed(job))
             if location is None or not self._start(job, location, report):
                 waiting.append(job)
         if self.backfill is Backfill.NONE:
@@ -116,7 +123,7 @@ class Scheduler:
         waiting.extend(jobs[cut:])
 
         planner = machine.planner(now)
-        start, where = planner.reserve_earliest(top.size, top.wall_time)
+        start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
         report.drain = (top.jobid, where, start)
         if self.backfill is Backfill.EASY:
             self._backfill_easy(waiting, machine, planner, report)
@@ -128,8 +135,10 @@ class Scheduler:
         self, jobs: list[SchedulableJob], machine: Machine, now: float, report: PassReport
     ) -> int | None:
         """Start jobs in rank order while they fit; return the index of the top job, if any."""
+        places = self._places
         for i, job in enumerate(jobs):
-            location = machine.find_location(job.size, job.wall_time, now)
+            location = machine.find_location(
+                job.size, job.wall_time, now, None if places is None else places.get(job.queue))
             if location is None:
                 if machine.allocation_size(job.size) is None:
                     report.unplaceable.append(job.jobid)
@@ -151,12 +160,13 @@ class Scheduler:
                 rest.append(job)
         planner = machine.planner(now)
         for job in self._least_makespan_order(window, machine, now):
-            location = planner.location_now(job.size, job.wall_time)
+            allowed = self._allowed(job)
+            location = planner.location_now(job.size, job.wall_time, allowed)
             if location is not None:
                 if self._start(job, location, report):
                     planner.commit(location, job.wall_time)
                 continue
-            start, where = planner.reserve_earliest(job.size, job.wall_time)
+            start, where = planner.reserve_earliest(job.size, job.wall_time, allowed)
             report.reserved.append((job.jobid, where, start))
         if report.reserved:
             report.drain = report.reserved[0]
@@ -165,9 +175,8 @@ class Scheduler:
         elif self.backfill is Backfill.CONSERVATIVE:
             self._backfill_conservative(rest, machine, planner, report)
 
-    @staticmethod
     def _least_makespan_order(
-        window: list[SchedulableJob], machine: Machine, now: float
+        self, window: list[SchedulableJob], machine: Machine, now: float
     ) -> tuple[SchedulableJob, ...]:
         """The order of `window` whose greedy plan ends its last job first; rank order on ties.
 
@@ -177,14 +186,15 @@ class Scheduler:
         the makespan only grows as jobs are added.
         """
         base = machine.planner(now)
-        lower = max(_planned_end(base.copy(), job, now) for job in window)
+        allowed = {job.jobid: self._allowed(job) for job in window}
+        lower = max(_planned_end(base.copy(), job, now, allowed[job.jobid]) for job in window)
         best: tuple[SchedulableJob, ...] = tuple(window)
         best_makespan = float("inf")
         for order in permutations(window):
             planner = base.copy()
             makespan = now
             for job in order:
-                end = _planned_end(planner, job, now)
+                end = _planned_end(planner, job, now, allowed[job.jobid])
                 if end > makespan:
                     makespan = end
                 if makespan >= best_makespan:
@@ -204,11 +214,12 @@ class Scheduler:
         if not machine.has_free_capacity():
             return
         idle = machine.idle_nodes()
-        location_now, commit = planner.location_now, planner.commit
+        location_now, commit, places = planner.location_now, planner.commit, self._places
         for job in waiting:
             if job.size > idle:
                 continue
-            location = location_now(job.size, job.wall_time)
+            location = location_now(
+                job.size, job.wall_time, None if places is None else places.get(job.queue))
             if location is not None and self._start(job, location, report):
                 commit(location, job.wall_time)
                 if not machine.has_free_capacity():
@@ -222,12 +233,18 @@ class Scheduler:
         for job in waiting:
             if not machine.has_free_capacity():
                 return  # later reservations cannot make anything start at this instant
-            location = planner.location_now(job.size, job.wall_time) if job.size <= idle else None
+            allowed = self._allowed(job)
+            location = (planner.location_now(job.size, job.wall_time, allowed)
+                        if job.size <= idle else None)
             if location is not None and self._start(job, location, report):
                 planner.commit(location, job.wall_time)
                 idle = machine.idle_nodes()
             elif machine.allocation_size(job.size) is not None:
-                planner.reserve_earliest(job.size, job.wall_time)
+                planner.reserve_earliest(job.size, job.wall_time, allowed)
+
+    def _allowed(self, job: SchedulableJob) -> PlaceSet | None:
+        """Where `job` may go in this pass: its queue's place set, or None (anywhere)."""
+        return None if self._places is None else self._places.get(job.queue)
 
     def _start(self, job: SchedulableJob, location: str, report: PassReport) -> bool:
         if not self.queue_manager.start_job(job.jobid, location):
@@ -236,11 +253,13 @@ class Scheduler:
         return True
 
 
-def _planned_end(planner: Planner, job: SchedulableJob, now: float) -> float:
+def _planned_end(
+    planner: Planner, job: SchedulableJob, now: float, allowed: PlaceSet | None
+) -> float:
     """Place `job` greedily on the what-if `planner` (start now, else its earliest place)."""
-    if planner.plan_now(job.size, job.wall_time):
+    if planner.plan_now(job.size, job.wall_time, allowed):
         return now + job.wall_time
-    return planner.reserve_earliest(job.size, job.wall_time)[0] + job.wall_time
+    return planner.reserve_earliest(job.size, job.wall_time, allowed)[0] + job.wall_time
 
 
 def check_window(window: int) -> int:

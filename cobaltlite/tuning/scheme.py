@@ -210,12 +210,19 @@ def _is_number(value: object) -> bool:
 
 def load_scheme_file(path: Path) -> TuningScheme:
     """Read a scheme from a YAML file: a `tuning:` section, or the scheme itself."""
-    import yaml
-
     try:
         text = path.read_text()
     except OSError as exc:
         raise InputError(f"{path}: cannot read the tuning scheme: {exc.strerror or exc}") from None
+    return parse_scheme_text(text, path)
+
+
+def parse_scheme_text(text: str, path: Path) -> TuningScheme:
+    """A scheme from the YAML `text` of the file `path` (a `tuning:` section, or the scheme
+    itself); errors name `path` and the line. The scheduler daemon checks `schedctl --tuning`'s
+    file with it, as read by the admin who sent it."""
+    import yaml
+
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
