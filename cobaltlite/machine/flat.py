@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable
+from itertools import accumulate
 
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits, lowest_bits, mask_to_ranges, ranges_to_mask
@@ -196,6 +197,7 @@ class FlatPlanner:
             ends[when] = ends.get(when, 0) + back
         self._times = [now]
         self._free = [machine._idle]
+        self._low: list[int] | None = None  # see _fits_now
         running_free = machine._idle
         for when in sorted(ends):
             running_free += ends[when]
@@ -216,19 +218,23 @@ class FlatPlanner:
         last = self._breakpoint(end)
         for i in range(first, last):
             self._free[i] -= nodes
+        self._low = None
 
-    def _fits_from(self, i: int, nodes: int, end: float) -> bool:
-        times, free = self._times, self._free
-        while i < len(times) and times[i] < end:
-            if free[i] < nodes:
-                return False
-            i += 1
-        return True
+    def _fits_now(self, nodes: int, end: float) -> bool:
+        """Whether `nodes` stay free from now until `end`. A pass asks this of every waiting job
+        and changes the profile only when one starts, so the running minimum of the free nodes
+        (`_low[i]`: fewest free over segments 0..i) is kept until then: one bisect per job
+        instead of a walk over the segments."""
+        low = self._low
+        if low is None:
+            low = self._low = list(accumulate(self._free, min))
+        k = bisect_left(self._times, end)  # segments 0..k-1 start before `end`
+        return k == 0 or low[k - 1] >= nodes
 
     def location_now(
         self, nodes: int, duration: float, allowed: PlaceSet | None = None
     ) -> str | None:
-        if nodes > self._machine._idle or not self._fits_from(0, nodes, self._now + duration):
+        if nodes > self._machine._idle or not self._fits_now(nodes, self._now + duration):
             return None
         return self._machine.find_location(nodes, duration, self._now, allowed)
 
@@ -283,12 +289,13 @@ class FlatPlanner:
         other = FlatPlanner.__new__(FlatPlanner)
         other._machine, other._now = self._machine, self._now
         other._times, other._free = list(self._times), list(self._free)
+        other._low = self._low  # never changed in place: _take drops it
         return other
 
     def plan_now(self, nodes: int, duration: float, allowed: PlaceSet | None = None) -> bool:
         # Nodes are interchangeable: the free-node profile alone decides, no place is named.
         end = self._now + duration
-        if nodes > self._free[0] or not self._fits_from(0, nodes, end):
+        if nodes > self._free[0] or not self._fits_now(nodes, end):
             return False
         if allowed is not None and self._machine.find_location(
                 nodes, duration, self._now, allowed) is None:
