@@ -226,6 +226,16 @@ STATUS_DESCRIPTION = "Show which components run and answer at their addresses; e
     "does not."
 
 
+NODE_AGENT_DESCRIPTION = (
+    "Run the node agent of a compute host in the foreground (systemd: "
+    "etc/systemd/cobaltlite-node-agent.service). The system component launches each job on the "
+    "first node of its allocation through that host's agent, as the submitting user, and "
+    "signals it there on qdel and at its wall time. The state directory holds this host's "
+    "cobaltlite.yaml (its tls: certificate, key and CA), the instance's secret, copied from "
+    "the service host, and the agent's job records (agent/). SIGTERM stops the agent; jobs go "
+    "on, and the next start of the agent ends them (the system has reported them lost).")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="cobaltlite",
@@ -241,7 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--state-dir", type=Path, default=argparse.SUPPRESS,
                         help="the instance's state directory")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="up|down|status")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="up|down|status|node-agent")
     sub.add_parser("up", parents=[common], description=UP_DESCRIPTION,
                    help=f"start every component ({', '.join(COMPONENTS)}) in the background")
     down_parser = sub.add_parser("down", parents=[common], description=DOWN_DESCRIPTION,
@@ -250,7 +261,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                              help="also end every job still running")
     sub.add_parser("status", parents=[common], description=STATUS_DESCRIPTION,
                    help="show which components run and answer")
+    agent = sub.add_parser(
+        "node-agent", parents=[common], description=NODE_AGENT_DESCRIPTION,
+        help="run this compute host's node agent in the foreground (docs/multi-host.md)")
+    agent.add_argument("--host", required=True,
+                       help="this host's name as the system's node_agents: option gives it")
+    agent.add_argument("--listen", required=True, metavar="tcp:HOST:PORT",
+                       help="where the system reaches this agent (its node_agents: entry)")
+    agent.add_argument("--log-to-terminal", action="store_true",
+                       help="readable lines on stderr instead of log/node-agent.log")
     args = parser.parse_args(argv)
+    if args.command == "node-agent":
+        from cobaltlite.daemon import run_node_agent
+
+        return run_node_agent(args.state_dir, args.host, args.listen, args.log_to_terminal)
     console = Console()
     err = Console(stderr=True, soft_wrap=True)
     try:

@@ -9,7 +9,9 @@ exists (a system-wide installation), else ~/.cobaltlite.
 Components find each other at fixed addresses: `Config.address(component)` is the one answer to
 "where does this component listen", for the daemon that serves it and for every client. The
 `addresses:` option moves a component from its Unix socket under `sockets/` to another Unix
-socket or to a loopback TCP port. There is no Pyro5 name server: anyone on the host may register
+socket or to a TCP port: on loopback, or on any address once `tls:` names this host's certificate,
+its key and the CA that signed every component's certificate (docs/multi-host.md). There is no
+Pyro5 name server: anyone on the host may register
 a name there, and would then receive the component secret from the clients' handshakes.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +33,8 @@ COMPONENTS = ("queue-manager", "system", "scheduler", "metrics-monitor")
 SYSTEM_STATE_DIR = Path("/var/lib/cobaltlite")
 # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included.
 UNIX_PATH_MAX = 107
+# RFC 1123 host names: letters, digits and hyphens in dot-separated labels.
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*")
 
 
 @dataclass(frozen=True)
@@ -44,10 +49,20 @@ class UnixAddress:
 
 @dataclass(frozen=True)
 class TcpAddress:
-    """A TCP port on loopback: `host` is a loopback IP address in canonical form, or localhost."""
+    """A TCP port: `host` is an IP address in canonical form or a host name. Off loopback only
+    with TLS (`Config.tls`), which load_config checks."""
 
     host: str
     port: int
+
+    @property
+    def is_loopback(self) -> bool:
+        import ipaddress
+
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return self.host == "localhost"
 
     @property
     def host_port(self) -> str:
@@ -60,6 +75,16 @@ class TcpAddress:
 
 
 Address = UnixAddress | TcpAddress
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """The `tls:` option: this host's certificate and private key (PEM), used both to serve and
+    to call, and the CA certificate every peer's certificate must be signed by."""
+
+    cert: Path
+    key: Path
+    ca: Path
 
 
 def default_state_dir() -> Path:
@@ -95,6 +120,14 @@ class Config:
     addresses: dict[str, Address] = field(default_factory=dict)
     # Adaptive tuning of the scheduler (seed 000 §3.4; cobaltlite/tuning/scheme.py); None: off.
     tuning: TuningScheme | None = None
+    # TLS between components and node agents; None: components stay on loopback or sockets.
+    tls: TlsFiles | None = None
+    # Compute hosts and their node agents' addresses, in node order (flat node 0 is the first);
+    # empty: jobs run as local processes of the system component (docs/multi-host.md).
+    node_agents: dict[str, TcpAddress] = field(default_factory=dict)
+    # BG/P: the host whose agent launches every block's job (a front-end node, as Intrepid's
+    # mpirun ran from its service node).
+    launch_host: str = ""
 
     @property
     def database_url(self) -> str:
@@ -171,6 +204,8 @@ allocation_alpha: 1        # weight of BLK_f (partitions a placement blocks) in 
 allocation_beta: 1         # weight of P_f (the place's failure chance) in the allocation cost
 # addresses: {system: "tcp:127.0.0.1:7001"}  # where components listen; default: sockets/
 # tuning: w-adaptive       # adaptive W (docs/metric-aware.md); or {check_interval:, rules: [...]}
+# tls: {cert: tls/host.crt, key: tls/host.key, ca: tls/ca.crt}   # docs/multi-host.md
+# node_agents: {c1: "tcp:10.0.0.11:7010", c2: "tcp:10.0.0.12:7010"}  # compute hosts
 """
 
 
@@ -205,6 +240,12 @@ def load_config(state_dir: Path | None = None) -> Config:
         if key == "addresses":
             config.addresses = _read_addresses(config, value)
             continue
+        if key == "tls":
+            config.tls = _read_tls(config, value)
+            continue
+        if key == "node_agents":
+            config.node_agents = _read_node_agents(config, value)
+            continue
         if key == "tuning":
             from cobaltlite.tuning.scheme import parse_tuning_section
 
@@ -234,11 +275,78 @@ def load_config(state_dir: Path | None = None) -> Config:
             raise InputError(f"{path}: option {key}: {value!r} must be a weight, a number zero "
                              "or more")
         setattr(config, key, value)
+    _check_clear_text(config)
     return config
 
 
+def _read_tls(config: Config, value: object) -> TlsFiles | None:
+    """The `tls:` option: cert, key and ca, each a PEM file (relative to the state directory)
+    that exists; the key readable by its owner only, like the secret."""
+    path = config.config_path
+    if value is None:
+        return None
+    keys = ("cert", "key", "ca")
+    if not isinstance(value, dict) or set(value) != set(keys):
+        raise InputError(f"{path}: option tls: expected a mapping with exactly cert, key and ca "
+                         "(PEM files), e.g. {cert: tls/host.crt, key: tls/host.key, "
+                         "ca: tls/ca.crt}")
+    files: dict[str, Path] = {}
+    for key in keys:
+        text = value[key]
+        if not isinstance(text, str) or not text:
+            raise InputError(f"{path}: tls.{key}: {text!r} is not a file name")
+        file = config.state_dir / text  # an absolute name stays as it is
+        if not file.is_file():
+            raise InputError(f"{path}: tls.{key}: {file} does not exist or is not a file")
+        files[key] = file
+    mode = files["key"].stat().st_mode & 0o777
+    if mode & 0o077:
+        raise InputError(f"{path}: tls.key: {files['key']} has mode {mode:04o}; group and other "
+                         f"users must have no access (run: chmod 600 {files['key']})")
+    return TlsFiles(**files)
+
+
+def _read_node_agents(config: Config, value: object) -> dict[str, TcpAddress]:
+    """The `node_agents:` option: compute host name -> tcp:HOST:PORT of its node agent."""
+    path = config.config_path
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not value:
+        raise InputError(f"{path}: option node_agents: expected a mapping of host: address, "
+                         "e.g. c1: tcp:10.0.0.11:7010")
+    agents: dict[str, TcpAddress] = {}
+    for host, text in value.items():
+        if not isinstance(host, str) or not host:
+            raise InputError(f"{path}: node_agents: {host!r} is not a host name")
+        try:
+            address = parse_address(text)
+        except ValueError as exc:
+            raise InputError(f"{path}: node_agents.{host}: {text!r} {exc}") from None
+        if not isinstance(address, TcpAddress):
+            raise InputError(f"{path}: node_agents.{host}: {text!r}: a node agent is reached "
+                             "over TCP: write tcp:HOST:PORT")
+        agents[host] = address
+    return agents
+
+
+def _check_clear_text(config: Config) -> None:
+    """Refuse any address off loopback unless TLS is configured: the component secret would
+    cross the network in clear."""
+    if config.tls is not None:
+        return
+    named = [(f"addresses.{name}", address) for name, address in config.addresses.items()]
+    named += [(f"node_agents.{host}", address) for host, address in config.node_agents.items()]
+    for option, address in named:
+        if isinstance(address, TcpAddress) and not address.is_loopback:
+            raise InputError(
+                f"{config.config_path}: {option}: 'tcp:{address.host_port}' is not a loopback "
+                "address; the component secret would cross the network in clear: configure "
+                "tls: (cert, key, ca; docs/multi-host.md) or use 127.0.0.1, [::1] or localhost")
+
+
 def parse_address(text: object) -> Address:
-    """Read `unix:/ABSOLUTE/PATH` or `tcp:HOST:PORT` (HOST: 127.x.x.x, [::1] or localhost).
+    """Read `unix:/ABSOLUTE/PATH` or `tcp:HOST:PORT` (HOST: an IP address, [IPv6] or a host
+    name; load_config keeps it on loopback unless TLS is configured).
 
     Raises ValueError whose message reads on from the quoted text ("'tcp:7000' has no host
     and port ...").
@@ -279,16 +387,13 @@ def _tcp_address(text: str) -> TcpAddress:
     port = int(port_text)
     if not 1 <= port <= 65535:
         raise ValueError(f"has port {port}, outside 1-65535")
-    if host == "localhost" and not bracketed:
-        return TcpAddress(host, port)
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
-        ip = None
-    if ip is None or not ip.is_loopback:
-        # Components send the secret in clear; TLS between hosts is not implemented.
-        raise ValueError("is not a loopback address; the component secret would cross the "
-                         "network in clear (use 127.0.0.1, [::1] or localhost)")
+        if bracketed or not _HOST_NAME.fullmatch(host):
+            raise ValueError(f"has host {host!r}, which is neither an IP address nor a host "
+                             "name") from None
+        return TcpAddress(host, port)
     if bracketed != (ip.version == 6):
         raise ValueError("puts brackets around an IPv4 address; they are for IPv6 only")
     return TcpAddress(str(ip), port)

@@ -151,8 +151,14 @@ def run_system(config: Config, stop: threading.Event) -> list:
         return queue_manager.job_killed_by_failure(jobid, component, end_time,
                                                    config.failed_jobs == "resubmit")
 
-    service = SystemService(load_description(config.machine), config.state_dir, WallClock(),
-                            report_end, kill_grace=config.kill_grace,
+    description = load_description(config.machine)
+    agents = None
+    if config.node_agents:
+        from cobaltlite.system.agents import NodeAgents
+
+        agents = NodeAgents(config, description)
+    service = SystemService(description, config.state_dir, WallClock(),
+                            report_end, kill_grace=config.kill_grace, agents=agents,
                             report_failure_kill=report_failure_kill,
                             forecast_file=config.state_dir / config.failure_forecast
                             if config.failure_forecast else None)
@@ -269,31 +275,63 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-to-terminal", action="store_true",
                         help="readable key=value lines on stderr instead of the JSON log file")
     args = parser.parse_args(argv)
+    return run_foreground(args.component, args.state_dir, args.log_to_terminal,
+                          lambda config, stop: RUNNERS[args.component](config, stop))
+
+
+def run_node_agent(state_dir: Path | None, host: str, listen: str,
+                   log_to_terminal: bool) -> int:
+    """`cobaltlite node-agent`: serve this compute host's node agent in the foreground."""
+    from cobaltlite.config import TcpAddress, parse_address
+    from cobaltlite.system.agent import serve_agent
+
     try:
-        config = load_config(args.state_dir)
+        address = parse_address(listen)
+    except ValueError as exc:
+        print(f"cobaltlite node-agent: cannot start: --listen {listen!r} {exc}", file=sys.stderr)
+        return 1
+    if not isinstance(address, TcpAddress):
+        print(f"cobaltlite node-agent: cannot start: --listen {listen!r}: the system reaches "
+              "agents over TCP: write tcp:HOST:PORT", file=sys.stderr)
+        return 1
+
+    def start(config: Config, _stop: threading.Event) -> list:
+        if config.tls is None and not address.is_loopback:
+            raise InputError(f"--listen {listen}: not a loopback address and {config.config_path} "
+                             "has no tls: option; the component secret would cross the network "
+                             "in clear (docs/multi-host.md)")
+        return [serve_agent(config, host, address)]
+
+    return run_foreground("node-agent", state_dir, log_to_terminal, start)
+
+
+def run_foreground(name: str, state_dir: Path | None, log_to_terminal: bool,
+                   start: Callable[[Config, threading.Event], list]) -> int:
+    """Run a daemon until SIGTERM or SIGINT: its config read and checked, its pid file held,
+    `start` serving; a start that fails prints why and exits 1."""
+    try:
+        config = load_config(state_dir)
         check_config_secrecy(config)
     except InputError as exc:
-        print(f"cobaltlite {args.component}: cannot start: {exc}", file=sys.stderr)
+        print(f"cobaltlite {name}: cannot start: {exc}", file=sys.stderr)
         return 1
     ensure_layout(config)
     if not config.secret_path.exists():
         # Components started together by systemd race to create it; the link is atomic.
         with contextlib.suppress(InputError):
             create_secret(config.secret_path)
-    logs.configure(args.component, None if args.log_to_terminal else
-                   config.log_file(args.component))
+    logs.configure(name, None if log_to_terminal else config.log_file(name))
     stop = threading.Event()
-    pid_lock = hold_pid_file(config.pid_file(args.component))
+    pid_lock = hold_pid_file(config.pid_file(name))
     if pid_lock is None:
-        print(f"cobaltlite {args.component}: already running in {config.state_dir}",
-              file=sys.stderr)
+        print(f"cobaltlite {name}: already running in {config.state_dir}", file=sys.stderr)
         return 1
     try:
-        daemons = RUNNERS[args.component](config, stop)
+        daemons = start(config, stop)
     except Exception as exc:
         log.error("component failed to start", error=str(exc))
-        print(f"cobaltlite {args.component}: cannot start: {exc}", file=sys.stderr)
-        config.pid_file(args.component).unlink(missing_ok=True)
+        print(f"cobaltlite {name}: cannot start: {exc}", file=sys.stderr)
+        config.pid_file(name).unlink(missing_ok=True)
         return 1
     # Only now: until its daemons run, SIGTERM keeps its default action, so `cobaltlite down`
     # stops a component whose start hangs (a database server that never answers, say).
@@ -304,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     stop.wait()
     for daemon in daemons:
         shutdown(daemon)
-    config.pid_file(args.component).unlink(missing_ok=True)
+    config.pid_file(name).unlink(missing_ok=True)
     os.close(pid_lock)
     log.info("component stopped")
     return 0

@@ -445,7 +445,7 @@ def test_a_runner_started_just_before_a_system_crash_is_readopted(
         pass
 
     started: list[subprocess.Popen[bytes]] = []
-    real_popen, real_write = subprocess.Popen, service_module._write_json
+    real_popen, real_write = subprocess.Popen, service_module.write_json
 
     def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
         started.append(real_popen(*args, **kwargs))
@@ -457,7 +457,7 @@ def test_a_runner_started_just_before_a_system_crash_is_readopted(
         real_write(path, data)
 
     monkeypatch.setattr(service_module.subprocess, "Popen", popen)
-    monkeypatch.setattr(service_module, "_write_json", write_json)
+    monkeypatch.setattr(service_module, "write_json", write_json)
     description = load_description("flat:2")
     ends: list[tuple[int, str]] = []
 
@@ -475,7 +475,7 @@ def test_a_runner_started_just_before_a_system_crash_is_readopted(
         with pytest.raises(Crash):
             first.launch(7, "0-1", spec)
         assert started and started[0].poll() is None, "the runner should be running"
-        monkeypatch.setattr(service_module, "_write_json", real_write)
+        monkeypatch.setattr(service_module, "write_json", real_write)
         restarted = service_module.SystemService(description, tmp_path, WallClock(), report)
         files = {p.name: p.read_text()[:200] for p in (tmp_path / "system").iterdir()}
         assert restarted.job_status(7) == "running", (

@@ -334,6 +334,21 @@ class QueueManagerClient(UserSocketClient):
     def policy_status(self) -> dict[str, Any]:
         return dict(self._call("policy_status"))
 
+    def add_reservation(self, request: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._call("add_reservation", request))
+
+    def modify_reservation(self, request: dict[str, Any], defer: bool) -> dict[str, Any]:
+        return dict(self._call("modify_reservation", request, defer))
+
+    def release_reservations(self, names: list[str]) -> list[str]:
+        return list(self._call("release_reservations", names))
+
+    def user_release_reservation(self, name: str) -> list[str]:
+        return list(self._call("user_release_reservation", name))
+
+    def reservations(self) -> list[Row]:
+        return list(self._call("reservations"))
+
 
 class SystemControlClient(UserSocketClient):
     """The system's user API (partadm, partlist; cobaltlite.system.api.SystemControlAPI)."""
@@ -351,6 +366,9 @@ class SystemControlClient(UserSocketClient):
 
     def unfail(self, components: list[str]) -> dict[str, Any]:
         return dict(self._call("unfail", components))
+
+    def agents(self) -> list[Row]:
+        return list(self._call("agents"))
 
 
 def _instance_text(state_dir: Any) -> str:

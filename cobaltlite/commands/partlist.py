@@ -31,6 +31,9 @@ def build_parser() -> CommandParser:
                            description="List the machine's partitions and their state; "
                            "a P_f column shows the failure chance now of blocks the failure "
                            "forecast gives one.")
+    parser.add_argument("--agents", action="store_true",
+                        help="list the compute hosts' node agents instead: host, address, node, "
+                        "state (up or down) and why an agent is down")
     add_help_option(parser)
     return parser
 
@@ -39,7 +42,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(PROG, lambda: _run(build_parser().parse_args(argv)))
 
 
-def _run(_args: Any) -> int:
+def _run(args: Any) -> int:
+    if args.agents:
+        with connect_system() as system:
+            agents = system.agents()
+        if not agents:
+            print("no node agents configured: jobs run on the system's own host")
+            return 0
+        print_lines(format_table(["Host", "Address", "Node", "State", "Reason"],
+                                 [[a["host"], a["address"], a["node"] or "-", a["state"],
+                                   a["reason"] or "-"] for a in agents]))
+        return 0
     with connect_system() as system:
         rows = system.partitions()
     try:

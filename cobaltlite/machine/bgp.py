@@ -331,6 +331,15 @@ class BGPMachine:
     def failure_units(self) -> list[str]:
         return sorted(self._midplane_cards)
 
+    def places_within(self, places: PlaceSet) -> PlaceSet:
+        cards = 0
+        for name in places:
+            i = self.index.get(name)
+            if i is not None:
+                cards |= self._cards[i]
+        return frozenset(places) | {name for i, name in enumerate(self.names)
+                                    if self._cards[i] and not self._cards[i] & ~cards}
+
     def places_over(self, component: str) -> list[str]:
         return [self.names[i] for i in iter_bits(self._component_blocks(component))]
 
@@ -455,6 +464,17 @@ class BGPPlanner:
         self._reservations.append((self._now, self._now + duration, m.conflict[i]))
         self.commit(location, duration)
         return True
+
+    def book(self, places: frozenset[str], start: float, end: float,
+             wires: bool = True) -> None:
+        m = self._m
+        mask = 0
+        for name in places:
+            i = m.index.get(name)
+            if i is not None:  # setres checked the names; a block since removed holds nothing
+                mask |= m.conflict[i] if wires else m._sharing_cards[i] | (1 << i)
+        if mask and end > self._now:
+            self._reservations.append((start, end, mask))
 
     def commit(self, location: str, duration: float) -> None:
         m = self._m

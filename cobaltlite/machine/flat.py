@@ -73,11 +73,16 @@ class FlatMachine:
             free &= self.mask_of(allowed)
             if free.bit_count() < nodes:
                 return None
+        return self._choose(free, nodes, now, now + duration)
+
+    def _choose(self, pool: int, nodes: int, start: float, end: float) -> str | None:
+        """`nodes` nodes of the mask `pool` (which has that many): the lowest-numbered, or
+        those of lowest P_f over [start, end)."""
         if isinstance(self.failures, NoFailures) or self.beta <= 0:
-            mask = lowest_bits(free, nodes)
+            mask = lowest_bits(pool, nodes)
         else:
-            chance, end = self.failures.chance, now + duration
-            ranked = sorted(iter_bits(free), key=lambda n: (chance(str(n), now, end), n))
+            chance = self.failures.chance
+            ranked = sorted(iter_bits(pool), key=lambda n: (chance(str(n), start, end), n))
             mask = 0
             for node in ranked[:nodes]:
                 mask |= 1 << node
@@ -160,6 +165,9 @@ class FlatMachine:
     def failure_units(self) -> list[str]:
         return [str(n) for n in range(self.total_nodes)]
 
+    def places_within(self, places: PlaceSet) -> PlaceSet:
+        return frozenset(places)
+
     def places_over(self, component: str) -> list[str]:
         return [str(self._node(component))]
 
@@ -195,6 +203,7 @@ class FlatPlanner:
             # A held node that has failed does not come back when its job ends.
             back = (mask & ~failed).bit_count() if failed else count
             ends[when] = ends.get(when, 0) + back
+        self._bookings: list[tuple[float, float, int]] = []  # (start, end, node mask)
         self._times = [now]
         self._free = [machine._idle]
         self._low: list[int] | None = None  # see _fits_now
@@ -234,9 +243,22 @@ class FlatPlanner:
     def location_now(
         self, nodes: int, duration: float, allowed: PlaceSet | None = None
     ) -> str | None:
-        if nodes > self._machine._idle or not self._fits_now(nodes, self._now + duration):
+        end = self._now + duration
+        machine = self._machine
+        if nodes > machine._idle or not self._fits_now(nodes, end):
             return None
-        return self._machine.find_location(nodes, duration, self._now, allowed)
+        if not self._bookings:
+            return machine.find_location(nodes, duration, self._now, allowed)
+        # Counts alone would let the job take booked nodes during their booking.
+        pool = machine._free
+        for start, stop, mask in self._bookings:
+            if start < end and stop > self._now:
+                pool &= ~mask
+        if allowed is not None:
+            pool &= machine.mask_of(allowed)
+        if pool.bit_count() < nodes:
+            return None
+        return machine._choose(pool, nodes, self._now, end)
 
     def reserve_earliest(
         self, nodes: int, duration: float, allowed: PlaceSet | None = None
@@ -290,18 +312,42 @@ class FlatPlanner:
         other._machine, other._now = self._machine, self._now
         other._times, other._free = list(self._times), list(self._free)
         other._low = self._low  # never changed in place: _take drops it
+        other._bookings = list(self._bookings)
         return other
 
     def plan_now(self, nodes: int, duration: float, allowed: PlaceSet | None = None) -> bool:
-        # Nodes are interchangeable: the free-node profile alone decides, no place is named.
+        # Nodes are interchangeable: the free-node profile alone decides, no place is named
+        # (unless a place set or a booking names some: then there must be enough of those).
         end = self._now + duration
         if nodes > self._free[0] or not self._fits_now(nodes, end):
             return False
-        if allowed is not None and self._machine.find_location(
-                nodes, duration, self._now, allowed) is None:
+        if (allowed is not None or self._bookings) and self.location_now(
+                nodes, duration, allowed) is None:
             return False
         self._take(self._now, end, nodes)
         return True
+
+    def book(self, places: frozenset[str], start: float, end: float,
+             wires: bool = True) -> None:
+        # A flat machine has no wires to pass through. Each booked node leaves the free-node
+        # profile from when it is free (now, or its job's end) to the booking's end, and
+        # location_now keeps jobs that would overlap the booking off those very nodes.
+        machine = self._machine
+        mask = machine.mask_of(places)
+        begin = max(start, self._now)
+        if not mask or end <= begin:
+            return
+        self._bookings.append((start, end, mask))
+        free_now = (mask & machine._free).bit_count()
+        if free_now:
+            self._take(begin, end, free_now)
+        for held, _, job_end in machine._held.values():
+            back = held & mask & ~machine._failed
+            returns = max(job_end, self._now + OVERDUE_GRACE) if job_end <= self._now \
+                else job_end  # as in __init__: when the profile gets the node back
+            when = max(returns, begin)
+            if back and when < end:
+                self._take(when, end, back.bit_count())
 
     def commit(self, location: str, duration: float) -> None:
         self._take(self._now, self._now + duration,

@@ -90,6 +90,15 @@ class Planner(Protocol):
         `duration` seconds, although it has NOT started, and return True; else False."""
         ...
 
+    def book(self, places: frozenset[str], start: float, end: float,
+             wires: bool = True) -> None:
+        """Hold `places` over [start, end) for an admin's reservation (setres): every place
+        sharing hardware with them is then unavailable to this plan's jobs over that time,
+        exactly as if a job held them, so `location_now`, `reserve_earliest` and `plan_now`
+        (EASY and conservative alike) plan around it. `wires=False` (Cobalt's
+        --allow_passthrough) leaves free the Blue Gene/P blocks that only share a wire."""
+        ...
+
 
 NOT_IN_SERVICE = (float("inf"), "")
 """What `Planner.reserve_earliest` returns when every place of the size asked is out of service
@@ -190,6 +199,12 @@ class Machine(Protocol):
     def failure_units(self) -> list[str]:
         """The components failures are generated for: midplanes on Blue Gene/P (seed 003
         §VI-A3), nodes on a flat machine."""
+        ...
+
+    def places_within(self, places: PlaceSet) -> PlaceSet:
+        """`places` and every schedulable place lying wholly inside them: on Blue Gene/P the
+        blocks whose node cards all belong to blocks of `places` (a reservation's jobs may run
+        on its blocks' children); on a flat machine the nodes themselves."""
         ...
 
     def places_over(self, component: str) -> list[str]:

@@ -236,6 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip and count malformed trace lines instead of stopping",
     )
     parser.add_argument(
+        "--reservations",
+        type=Path,
+        metavar="FILE",
+        help="hold reservations during the replay (maintenance windows, dedicated runs): YAML "
+             "or setres lines, times in UTC; docs/operator-guide.md, 'Reservations in Qsim'",
+    )
+    parser.add_argument(
         "--slowdown-bound",
         type=positive_float,
         default=10.0,
@@ -372,6 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 weibull_shape=args.weibull_shape, failure_seed=args.failure_seed,
                 repair_time=args.repair_time, predictor=args.predictor,
                 sensitivity=args.sensitivity, specificity=args.specificity,
+                reservations=args.reservations,
             )
             began = time.perf_counter()
             if args.quiet or not err.is_terminal:

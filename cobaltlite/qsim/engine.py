@@ -25,6 +25,11 @@ component out of service for the repair time and kills every job whose place inc
 killed job goes back to the queue at once and restarts from the beginning; it keeps its original
 submission time, so the metrics count its response from its first submission and the policy
 ranks it by its whole wait (under FCFS it is first again).
+
+Reservations (`reservations`, from `qsim --reservations FILE`; cobaltlite/reservations) make
+each period's start and end an event time, so a pass runs when a window opens or closes; the
+scheduler keeps every other job off the reserved places over the window and starts the jobs of
+the reservation's queue only inside it. A replay without reservations never looks at them.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from cobaltlite.jobs.queues import QueueLoad, SettingError
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
+from cobaltlite.reservations.model import Reservation, Window
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
 from cobaltlite.traces.model import TraceJob
 
@@ -131,6 +137,7 @@ class Qsim:
         failures: Sequence[FailureEvent] | None = None,
         repair_time: float = DEFAULT_REPAIR_TIME,
         window: int = 1,
+        reservations: Sequence[Reservation] | None = None,
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
         RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`.
@@ -143,6 +150,9 @@ class Qsim:
         is out of service for `repair_time` seconds. None: nothing ever fails.
 
         `window`: the scheduler's allocation window W (seed 000 §3.3; 1 = no reordering).
+
+        `reservations`: held over their periods (validated by the caller against `machine`);
+        a reservation's own queue `R.<name>` exists for the replay.
         """
         self._machine = machine
         self.queue_places: dict[str, PlaceSet] = {}
@@ -155,6 +165,12 @@ class Qsim:
             {q["name"]: q for q in queue_config} if queue_config is not None
             else {name: queues.default_queue(name, policy.name)
                   for name in {tj.queue for tj in jobs}})
+        self._reservations = list(reservations or ())
+        self._windows: list[Window] = []
+        self._windows_until = float("-inf")  # windows() recomputes from this time on
+        for res in self._reservations:
+            if res.queue_name not in self._queues:
+                self._queues[res.queue_name] = queues.default_queue(res.queue_name, policy.name)
         self._policies = dict(policies or {})
         unresolved = sorted({q["policy"] for q in self._queues.values()
                              if self._configured and q["policy"] is not None}
@@ -211,7 +227,8 @@ class Qsim:
         self._inputs = PassInputs(
             now=0.0, machine_size=machine.total_nodes, n_s=machine.min_block_size
         )
-        self.scheduler = Scheduler(self, self, self.clock, backfill, window)
+        self.scheduler = Scheduler(self, self, self.clock, backfill, window,
+                                   self.windows if self._reservations else None)
         self._run_pass = pass_runner or self.scheduler.iterate
         self.pass_hook: PassHook | None = None
         """Called around each event time's pass (adaptive tuning); None costs nothing."""
@@ -365,6 +382,35 @@ class Qsim:
         for parent in waiting:
             self._dependants.setdefault(parent, []).append(job)
 
+    def windows(self) -> list[Window]:
+        """The reservation periods that end after now (the scheduler's bookings). The list
+        changes only when one of them ends, so it is kept until then."""
+        now = self.clock.now()
+        if now >= self._windows_until:
+            self._windows = [w for res in self._reservations
+                             for w in res.windows(now, self._machine)]
+            self._windows_until = min((w.end for w in self._windows), default=float("inf"))
+        return self._windows
+
+    def _close_ended_reservations(self, now: float) -> None:
+        """A one-off reservation that is over leaves its R.<name> queue dead, as the queue
+        manager does: its jobs still queued never run (a reservation's job runs only inside)."""
+        for res in self._reservations:
+            name = res.queue_name
+            if res.owns_queue and res.is_over(now) and self._queues[name]["state"] != "dead":
+                self._queues[name] = {**self._queues[name], "state": "dead"}
+                for job in [j for j in self._queue.values() if j.queue == name]:
+                    del self._queue[job.jobid]
+                    self._held[job.jobid] = job
+
+    def _next_boundary(self, after: float) -> float:
+        """The first reservation period start or end later than `after` (inf: none)."""
+        best = float("inf")
+        for res in self._reservations:
+            for start, end in res.periods(after, count=2):
+                best = min(best, start if start > after else end)
+        return best
+
     # ---- the system interface ----------------------------------------------------------
 
     def machine(self) -> Machine:
@@ -394,13 +440,31 @@ class Qsim:
         failures, repairs = self._failures or [], self._repairs
         next_f = 0
         next_fault = failures[0].time if failures else inf  # next failure or repair
-        # Jobs left queued while a repair is pending wait for it: the replay is not over.
-        while next_i < total or ends or (queue and repairs):
+        reserved = bool(self._reservations)
+        next_window = self._next_boundary(clock.now()) if reserved else inf
+        give_up = inf  # with only reservation boundaries left: one full cycle of them
+        # Jobs left queued while a repair is pending wait for it: the replay is not over; jobs
+        # left queued while a reservation is ahead wait for it too.
+        while next_i < total or ends or (queue and (
+                repairs or (next_window < inf and next_window <= give_up))):
             t = min(
                 pending[next_i].submit_time if next_i < total else inf, ends[0][0] if ends else inf
             )
             if next_fault <= t:
                 t = next_fault
+            if reserved:
+                if next_window <= t:
+                    t = next_window
+                if next_i < total or ends or repairs:
+                    give_up = inf
+                elif give_up == inf:  # only reservations can change anything now: stop once
+                    # each has ended, or (cyclic) gone round once more with nothing started
+                    give_up = max(t + r.cycle + r.duration if r.cycle else r.end
+                                  for r in self._reservations)
+                if t > give_up:
+                    break
+                next_window = self._next_boundary(t)
+                self._close_ended_reservations(t)
             clock.advance_to(t)
             while ends and ends[0][0] == t:
                 _, jobid = heapq.heappop(ends)
@@ -432,6 +496,9 @@ class Qsim:
             why = job.status.display() if job.status.held else \
                 f"queue {job.queue} is {self._queues[job.queue]['state']}"
             self.skipped.append(f"job {job.jobid}: never ran ({why})")
+        for job in queue.values() if reserved else ():
+            self.skipped.append(f"job {job.jobid}: never ran (no reservation period of queue "
+                                f"{job.queue} had room for it)")
         return ReplayResult(
             self._outcomes, samples, machine.total_nodes, passes, events, list(self.skipped),
             None if self._failures is None else self._failure_events,

@@ -41,6 +41,7 @@ from cobaltlite.qsim.fairness import Settings as FairnessSettings
 from cobaltlite.qsim.fairness import SettingsAt, fair_start_times
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
+from cobaltlite.reservations.qsim_file import load_reservations
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.traces.intrepid_list import read_intrepid_list
 from cobaltlite.traces.model import TraceJob, TraceReadResult, select_window
@@ -92,6 +93,7 @@ class ReplaySettings:
     predictor: str = "window"
     sensitivity: float = PAPER_SENSITIVITY
     specificity: float = PAPER_SPECIFICITY
+    reservations: Path | None = None  # qsim --reservations (cobaltlite/reservations/qsim_file)
 
     @property
     def has_failures(self) -> bool:
@@ -255,6 +257,8 @@ def replay(
     if failures is not None:
         machine.failures = build_predictor(settings.predictor, failures, machine,
                                            settings.sensitivity, settings.specificity)
+    reservations = (load_reservations(settings.reservations, machine)
+                    if settings.reservations is not None else None)
     observer = None
     if settings.out is not None:
         settings.out.mkdir(parents=True, exist_ok=True)
@@ -262,7 +266,8 @@ def replay(
     try:
         qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer,
                     queue_config=settings.queue_config, policies=settings.queue_policies,
-                    failures=failures, repair_time=settings.repair_time, window=settings.window)
+                    failures=failures, repair_time=settings.repair_time, window=settings.window,
+                    reservations=reservations)
         tuning = QsimTuning(qsim, settings.tuning) if settings.tuning is not None else None
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
         result = qsim.run(progress)

@@ -31,12 +31,16 @@ class QsimQueueManagerAPI:
         return self._qsim.clock.now()
 
     def schedulable_jobs(self) -> list[list[Any]]:
-        """Rows (jobid, size, wall_time, score, threshold), as the queue manager sends them."""
-        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold]
+        """Rows (jobid, size, wall_time, score, threshold, queue), as the queue manager sends
+        them."""
+        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold, j.queue]
                 for j in self._qsim.schedulable_jobs()]
 
     def start_job(self, jobid: int, location: str) -> bool:
         return self._qsim.start_job(jobid, location)
+
+    def reservation_windows(self) -> list[list[Any]]:
+        return [w.to_row() for w in self._qsim.windows()]
 
 
 @Pyro5.api.expose

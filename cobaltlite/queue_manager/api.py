@@ -10,14 +10,18 @@ LookupError: no such thing).
 from __future__ import annotations
 
 import pwd
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import Pyro5.api
 
 from cobaltlite.policy.utility import PolicyError
 from cobaltlite.queue_manager import limits as lim
 from cobaltlite.queue_manager.manager import Caller, QueueManager, SubmissionError
+from cobaltlite.reservations.model import ReservationError
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
+
+T = TypeVar("T")
 
 
 def _user_name(uid: int) -> str:
@@ -192,6 +196,52 @@ class UserAPI:
     def policy_status(self) -> dict[str, Any]:
         return self._qm.policies.status()
 
+    # ---- reservations (setres, releaseres, showres, userres) -------------------------------
+
+    def add_reservation(self, request: dict[str, Any]) -> dict[str, Any]:
+        """setres (admin)."""
+        caller = self._require_admin("setres")
+        return _reservation_call(lambda: self._qm.reservations.add(
+            caller.user, _request(request)))
+
+    def modify_reservation(self, request: dict[str, Any], defer: bool) -> dict[str, Any]:
+        """setres -m [-D] (admin)."""
+        caller = self._require_admin("setres -m")
+        return _reservation_call(lambda: self._qm.reservations.modify(
+            caller.user, _request(request), _flag(defer, "defer")))
+
+    def release_reservations(self, names: list[str]) -> list[str]:
+        """releaseres (admin)."""
+        caller = self._require_admin("releaseres")
+        return _reservation_call(lambda: self._qm.reservations.release(
+            caller.user, _names(names, "reservation names")))
+
+    def user_release_reservation(self, name: str) -> list[str]:
+        """userres: a user listed in the reservation (or an admin) ends it, or skips to the
+        next period of a cyclic one."""
+        caller = self._caller()
+        name = _text(name, "reservation name")
+        return _reservation_call(lambda: self._qm.reservations.user_release(
+            caller.user, name, caller.is_admin))
+
+    def reservations(self) -> list[dict[str, Any]]:
+        """showres: every reservation, for anyone."""
+        return self._qm.reservations.listing()
+
+
+def _request(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ValueError("a reservation request must be a mapping of option: value")
+    return value
+
+
+def _reservation_call(call: Callable[[], T]) -> T:
+    """Run a reservation change; its refusals cross the wire as ValueError (a bad request)."""
+    try:
+        return call()
+    except ReservationError as exc:
+        raise ValueError(str(exc)) from None
+
 
 @Pyro5.api.expose
 class ComponentAPI:
@@ -219,3 +269,7 @@ class ComponentAPI:
 
     def jobs(self) -> list[dict[str, Any]]:
         return self._qm.jobs()
+
+    def reservation_windows(self) -> list[list[Any]]:
+        """The reservation periods ending after now, for the scheduler's pass."""
+        return self._qm.reservations.windows()

@@ -23,11 +23,14 @@ from cobaltlite.clock import Clock
 from cobaltlite.jobs import lifecycle, queues, records, states
 from cobaltlite.jobs.lifecycle import JobStatus, Outcome, Refused
 from cobaltlite.jobs.queues import QueueLoad, SettingError
+from cobaltlite.machine.runtime import build_machine
+from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.policy.budget import BudgetExceeded, run_with_budget
 from cobaltlite.policy.registry import PolicyRegistry
 from cobaltlite.policy.utility import PassInputs, PolicyError
 from cobaltlite.queue_manager import limits as lim
 from cobaltlite.queue_manager.store import JobStore
+from cobaltlite.reservations.book import ReservationBook
 from cobaltlite.timefmt import format_hms
 
 log = structlog.get_logger("queue-manager")
@@ -53,6 +56,8 @@ class SystemClient(Protocol):
     """What the queue manager needs of the system component."""
 
     def limits(self) -> dict[str, Any]: ...
+
+    def description(self) -> dict[str, Any]: ...
 
     def launch(self, jobid: int, location: str, spec: dict[str, Any]) -> int: ...
 
@@ -178,6 +183,10 @@ class QueueManager:
         self._lock = threading.RLock()
         self._limits: dict[str, Any] | None = None
         self._score_writer = ScoreWriter(store)
+        self.reservations = ReservationBook(
+            store, accounting, clock,
+            lambda: build_machine(description_from_wire(self.system.description())),
+            default_policy, wake_scheduler)
 
     def limits(self) -> dict[str, Any]:
         if self._limits is None:
@@ -738,8 +747,9 @@ class QueueManager:
                     if job.jobid in adjusted and job.jobid not in kept:
                         job.score += adjusted[job.jobid]
         self._score_writer.submit({j.jobid: j.score for j in ready})
-        # Compact rows (jobid, size, wall_time, score, threshold): a pass may carry 10,000.
-        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold] for j in ready]
+        # Compact rows (jobid, size, wall_time, score, threshold, queue): a pass may carry
+        # 10,000. The queue says where a job may run (queues mapped to places, reservations).
+        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold, j.queue] for j in ready]
 
     def _inputs(self, now: float) -> PassInputs:
         limits = self.limits()

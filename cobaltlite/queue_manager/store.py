@@ -131,6 +131,14 @@ counters_table = Table(
     Column("value", Integer, nullable=False),
 )
 
+# setres's reservations (cobaltlite/reservations): the row is Reservation.to_row(), whole.
+reservations_table = Table(
+    "reservations",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("data", JSON, nullable=False),
+)
+
 
 
 _JSON_COLUMNS = frozenset(c.name for c in jobs_table.columns if isinstance(c.type, JSON))
@@ -643,6 +651,43 @@ class JobStore:
             return conn.execute(update(counters_table)
                                 .where(c.name == "jobid", c.value + 1 < jobid)
                                 .values(value=jobid - 1)).rowcount == 1
+
+
+    # ---- reservations -----------------------------------------------------------------
+
+    def reservations(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(reservations_table.c.data)
+                                .order_by(reservations_table.c.name))
+            return [_decode_json(row[0]) for row in rows]
+
+    def save_reservations(self, rows: Iterable[Mapping[str, Any]], deleted: Iterable[str] = (),
+                          queues: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """In one transaction: write `rows` (insert or replace, by name), delete the reservations
+        named in `deleted`, and create or change `queues` (name -> state, restrictions): a
+        reservation and its R.<name> queue change together or not at all."""
+        table = reservations_table
+        with self.engine.begin() as conn:
+            for name in deleted:
+                conn.execute(table.delete().where(table.c.name == name))
+            for row in rows:
+                conn.execute(table.delete().where(table.c.name == row["name"]))
+                conn.execute(insert(table).values(name=row["name"], data=dict(row)))
+            for name, change in (queues or {}).items():
+                if conn.execute(update(queues_table).where(queues_table.c.name == name)
+                                .values(**change)).rowcount != 1:
+                    conn.execute(insert(queues_table).values(
+                        **{"name": name, "policy": "default", "priority": 0,
+                           "restrictions": {}, **change}))
+
+    def next_reservation_id(self) -> int:
+        """Cobalt's res_id: a counter that never repeats (made on first use)."""
+        with self.engine.begin() as conn:
+            c = counters_table.c
+            if conn.execute(update(counters_table).where(c.name == "resid")
+                            .values(value=c.value + 1)).rowcount != 1:
+                conn.execute(insert(counters_table).values(name="resid", value=1))
+            return int(conn.execute(select(c.value).where(c.name == "resid")).scalar_one())
 
 
 class _NoSuchQueue(Exception):

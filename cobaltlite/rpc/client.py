@@ -12,12 +12,17 @@ secret only to the owner of the secret file or to root, the two accounts that ca
 anyway; any other account listening there (one that took a component's TCP port while the
 component was down, say) is refused with SecurityError, which names the address and the uid.
 Both sources give the account that created the listening socket, not whoever reads from it now.
+
+Between hosts the kernel cannot say who listens: a proxy given a TLS context (cobaltlite.rpc.tls)
+instead checks, in the TLS handshake and before it sends the secret, that the server's
+certificate is signed by the configured CA for the host name dialled, and presents its own.
 """
 
 import ipaddress
 import os
 import pwd
 import socket
+import ssl
 import struct
 import sys
 from pathlib import Path
@@ -51,6 +56,7 @@ def connect(
     secret: str | None = None,
     secret_path: str | os.PathLike[str] | None = None,
     timeout: float = 10.0,
+    tls: ssl.SSLContext | None = None,
 ) -> Pyro5.client.Proxy:
     """Return a proxy for `uri` that offers `secret` in the handshake and waits `timeout` s a reply.
 
@@ -61,6 +67,10 @@ def connect(
     (read_secret accepts only files owned by this account or root). Any other server makes the
     call raise SecurityError before the secret is sent. A daemon that refuses the secret makes
     the call raise Pyro5.errors.CommunicationError("... rejected: component secret refused").
+    With `tls` (a client context of cobaltlite.rpc.tls) a TCP connection is made inside TLS and
+    the server is known by its certificate instead of its account: a server the CA did not
+    certify for the host named in `uri` makes the call raise CommunicationError("cannot connect
+    to ...: [SSL: CERTIFICATE_VERIFY_FAILED] ...") before the secret is sent.
     Pyro5 proxies belong to the thread that created them; use one per thread.
     """
     if secret is None:
@@ -76,6 +86,7 @@ def connect(
             owner = (os.stat(secret_path).st_uid, f"the owner of {secret_path}")
         # object.__setattr__: Proxy's own would take the name for a remote attribute.
         object.__setattr__(proxy, "_secret_owner", owner)
+        object.__setattr__(proxy, "_tls", tls)
         proxy._pyroHandshake = secret
     # Pinned so a PYRO_SERIALIZER environment variable cannot change what goes on the wire.
     proxy._pyroSerializer = WIRE_SERIALIZER
@@ -102,6 +113,7 @@ class _CheckedProxy(Pyro5.client.Proxy):
     """
 
     _secret_owner: tuple[int, str]  # (uid, what that uid is), set by connect()
+    _tls: ssl.SSLContext | None  # set by connect(); used on TCP only
     _pyroConnection: socketutil.SocketConnection | None  # Pyro5's, declared for the type checker
 
     def _Proxy__pyroCreateConnection(self, replaceUri: bool = False,
@@ -113,15 +125,19 @@ class _CheckedProxy(Pyro5.client.Proxy):
         uri = self._pyroUri
         location = str(UnixAddress(Path(uri.sockname)) if uri.sockname
                        else TcpAddress(uri.host, uri.port))
+        tls = None if uri.sockname else self._tls
         try:
+            # With a context, Pyro5 wraps the socket before connect(), so the TLS handshake,
+            # and the check of the server's certificate and host name, happen in connect().
             sock = socketutil.create_socket(
                 connect=uri.sockname or (uri.host, uri.port), reuseaddr=config.SOCK_REUSE,
-                timeout=self._pyroTimeout, nodelay=config.SOCK_NODELAY)
+                timeout=self._pyroTimeout, nodelay=config.SOCK_NODELAY, sslContext=tls)
         except OSError as exc:
             raise Pyro5.errors.CommunicationError(f"cannot connect to {location}: {exc}") from None
         conn = socketutil.SocketConnection(sock, uri.object)
         try:
-            _check_server(sock, location, *self._secret_owner)
+            if tls is None:  # with TLS the certificate has identified the server
+                _check_server(sock, location, *self._secret_owner)
             serializer = serializers.serializers[self._pyroSerializer or config.SERIALIZER]
             data = serializer.dumps({"handshake": self._pyroHandshake, "object": uri.object})
             conn.send(protocol.SendingMessage(
@@ -129,7 +145,7 @@ class _CheckedProxy(Pyro5.client.Proxy):
                 annotations=current_context.annotations).data)
             answer = protocol.recv_stub(conn, [protocol.MSG_CONNECTOK, protocol.MSG_CONNECTFAIL])
             # A refused handshake comes back in Pyro5's marshal: safe to decode from a server
-            # whose account was just checked.
+            # whose account (or certificate) was just checked.
             reply: Any = (serializers.serializers_by_id[answer.serializer_id].loads(answer.data)
                           if answer.data else "?")
             if answer.type == protocol.MSG_CONNECTFAIL:
@@ -152,6 +168,7 @@ class _CheckedProxy(Pyro5.client.Proxy):
         # Pyro5's copy (one way to hand a proxy to another thread) keeps only its own fields.
         duplicate = super().__copy__()
         object.__setattr__(duplicate, "_secret_owner", self._secret_owner)
+        object.__setattr__(duplicate, "_tls", self._tls)
         return duplicate
 
 

@@ -2,12 +2,13 @@
 
 A component's address comes from `Config.address` alone (its `addresses:` entry, else its socket
 under `sockets/`); `serve_component` listens there and `component_uri` points clients there, so
-the two cannot disagree.
+the two cannot disagree. On TCP with `tls:` configured both ends use TLS (cobaltlite.rpc.tls).
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 import stat
 import threading
 from typing import Any
@@ -19,6 +20,7 @@ from cobaltlite.errors import InputError
 from cobaltlite.rpc.client import connect
 from cobaltlite.rpc.errors import SecurityError
 from cobaltlite.rpc.secret import read_secret
+from cobaltlite.rpc.tls import client_context, server_context
 from cobaltlite.rpc.transport import (
     COMPONENT_SOCKET_MODE,
     SecureDaemon,
@@ -54,17 +56,22 @@ def check_address(address: Address) -> None:
 
 
 def component_uri(config: Config, component: str) -> str:
-    address = config.address(component)
+    return _uri(component, config.address(component))
+
+
+def _uri(object_id: str, address: Address) -> str:
     check_address(address)
     if isinstance(address, UnixAddress):
-        return f"PYRO:{component}@./u:{address.path}"
-    return f"PYRO:{component}@{address.host_port}"
+        return f"PYRO:{object_id}@./u:{address.path}"
+    return f"PYRO:{object_id}@{address.host_port}"
 
 
-def serve_component(config: Config, component: str, api: object) -> SecureDaemon:
-    """Serve `api` as `component` at its address to clients holding the secret; the request loop
-    runs in a background thread."""
-    address = config.address(component)
+def serve_component(config: Config, component: str, api: object,
+                    address: Address | None = None) -> SecureDaemon:
+    """Serve `api` as `component` at its address (or at `address`) to clients holding the
+    secret, over TLS on TCP when `tls:` is configured; the request loop runs in a background
+    thread."""
+    address = address or config.address(component)
     check_address(address)
     secret = read_secret(config.secret_path)
     try:
@@ -73,8 +80,9 @@ def serve_component(config: Config, component: str, api: object) -> SecureDaemon
                                  socket_mode=COMPONENT_SOCKET_MODE, object_id=component,
                                  secret=secret)
         else:
+            tls = None if config.tls is None else server_context(config.tls)
             daemon, _uri = serve(api, host=address.host, port=address.port,
-                                 object_id=component, secret=secret)
+                                 object_id=component, secret=secret, tls=tls)
     except OSError as exc:  # bind() alone does not say where: "Address already in use"
         raise InputError(f"cannot listen on {address}: {exc.strerror or exc}") from None
     serve_in_thread(daemon)
@@ -90,18 +98,25 @@ class Peer:
     cobaltlite.rpc.client). A call refused for that raises SecurityError naming the address and
     the account listening there."""
 
-    def __init__(self, config: Config, component: str, timeout: float = 30.0) -> None:
-        self._uri = component_uri(config, component)
+    def __init__(self, config: Config, component: str, timeout: float = 30.0,
+                 address: Address | None = None) -> None:
+        """`address`: where `component` listens when it is not a configured component (a node
+        agent); by default its configured address."""
+        address = address or config.address(component)
+        self._uri = _uri(component, address)
         self._secret_path = config.secret_path
         self._secret = read_secret(config.secret_path)
         self._timeout = timeout
+        self._tls: ssl.SSLContext | None = None
+        if config.tls is not None and not isinstance(address, UnixAddress):
+            self._tls = client_context(config.tls)
         self._local = threading.local()
 
     def _proxy(self) -> Pyro5.api.Proxy:
         proxy = getattr(self._local, "proxy", None)
         if proxy is None:
             proxy = connect(self._uri, secret=self._secret, secret_path=self._secret_path,
-                            timeout=self._timeout)
+                            timeout=self._timeout, tls=self._tls)
             self._local.proxy = proxy
         return proxy
 

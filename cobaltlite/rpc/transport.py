@@ -5,8 +5,11 @@ Who is trusted, and how
 * Components prove themselves with the shared secret (cobaltlite.rpc.secret): the client sends it as
   Pyro5's handshake data and the daemon compares it in constant time before any method can be
   called. A daemon that does not identify callers by the kernel must have a secret, so a component
-  is never reachable without it. TCP is accepted on loopback only, because the secret travels in
-  clear (TLS between hosts is not implemented here).
+  is never reachable without it. TCP is accepted on loopback only, unless the daemon is given a
+  TLS context (cobaltlite.rpc.tls): then the secret travels inside TLS, and a client must also
+  present a certificate signed by the configured CA before the handshake is even read. The TLS
+  handshake runs in the connection's worker thread, under HANDSHAKE_TIMEOUT, never in the
+  accept loop, so a silent client holds one worker, not the daemon.
 * Users are identified by the kernel, never by the client. User commands connect to a Unix socket
   served with `peer_credentials=True`; inside a method the server calls `caller_credentials()`,
   which reads SO_PEERCRED from that connection: the pid, uid and gid the kernel recorded when the
@@ -68,6 +71,7 @@ import os
 import pwd
 import secrets
 import socket
+import ssl
 import stat
 import threading
 import time
@@ -228,8 +232,10 @@ class SecureDaemon(Pyro5.server.Daemon):
         unixsocket: str | None = None,
         service: str = "the daemon",
         limit_uids: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._secret = None if secret is None else secret.encode()
+        self._tls = tls
         self._idle_timeout = idle_timeout
         self._service = service
         self._limit_uids = limit_uids
@@ -239,13 +245,26 @@ class SecureDaemon(Pyro5.server.Daemon):
             # Its loadsCall is the plain-data decoder every request must go through.
             json_codec.install()
         super().__init__(host=host, port=port, unixsocket=unixsocket)
+        if tls is not None:
+            self._serve_tls(tls)
         # Called by Pyro5 with each exception a remote method raises, oneway calls included.
         self.methodcall_error_handler = _method_failed
+
+    def _serve_tls(self, tls: ssl.SSLContext) -> None:
+        """Accept TLS connections: the listening socket is wrapped with the handshake deferred
+        (do_handshake_on_connect=False), so accept() returns at once and _handshake does the
+        TLS handshake in the connection's worker thread. The socket keeps its file descriptor,
+        which Pyro5's accept loop has registered with its selector."""
+        server = self.transportServer
+        server.sock = tls.wrap_socket(server.sock, server_side=True,
+                                      do_handshake_on_connect=False)
 
     def _handshake(self, conn: SocketConnection, denied_reason: str | None = None) -> bool:
         # Pyro5's own hook for the handshake (it has no public one that runs before the handshake
         # is read); without a timeout here a client that connects and says nothing holds a worker.
         conn.sock.settimeout(HANDSHAKE_TIMEOUT)
+        if self._tls is not None and not self._tls_handshake(conn):
+            return False
         # Set on this connection object only, not on the class: every message of this connection,
         # the handshake first, goes through the check, and nothing else in the process does.
         # A refused handshake reaches Pyro5's own failure path, which answers the client.
@@ -263,6 +282,20 @@ class SecureDaemon(Pyro5.server.Daemon):
         finally:
             if not accepted:  # Pyro5 calls clientDisconnect only for accepted connections
                 self.clientDisconnect(conn)
+
+    def _tls_handshake(self, conn: SocketConnection) -> bool:
+        """The TLS handshake of a new connection: False (logged, connection to be closed) for a
+        client without a certificate of the configured CA, or one that does not speak TLS."""
+        try:
+            conn.sock.do_handshake()
+            return True
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            import structlog  # as in validateHandshake: only a daemon that refuses needs it
+
+            structlog.get_logger(__name__).warning(
+                "rpc.tls_refused", daemon=self.locationStr, peer=_describe_peer(conn),
+                reason=str(exc))
+            return False
 
     def _count_connection(self, conn: SocketConnection) -> bool:
         """Count `conn` against its uid; False if the uid already holds its share."""
@@ -382,13 +415,15 @@ def serve(
     peer_credentials: bool = False,
     idle_timeout: float | None = None,
     service: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> tuple[SecureDaemon, Pyro5.api.URI]:
     """Create a daemon serving `obj` as `object_id`; return it and the URI clients connect to.
 
     With `unix_socket` the daemon listens on that path and the socket file gets `socket_mode`
     (COMPONENT_SOCKET_MODE or USER_SOCKET_MODE); a socket file left by a dead daemon is removed,
-    but a live daemon's socket is never taken over. Otherwise it listens on the loopback `host`
-    and `port` (0: any free port).
+    but a live daemon's socket is never taken over. Otherwise it listens on `host` and `port`
+    (0: any free port): a loopback host, or any host with `tls` (a server context of
+    cobaltlite.rpc.tls), which then serves TLS only, to clients with a certificate of its CA.
 
     `secret`: when given, only clients whose handshake carries it may call. It may be None only
     with `peer_credentials=True`, which marks a user-command daemon whose callers are identified
@@ -410,9 +445,10 @@ def serve(
         raise ValueError(f"the secret must have at least {MIN_SECRET_CHARS} characters")
     service = service or f"the {object_id} daemon"
     if unix_socket is None:
-        _require_loopback(host)
+        if tls is None:
+            _require_loopback(host)
         daemon = SecureDaemon(secret=secret, idle_timeout=idle_timeout, host=host, port=port,
-                              service=service)
+                              service=service, tls=tls)
     else:
         unix_socket = Path(unix_socket)
         _remove_stale_socket(unix_socket)
@@ -496,7 +532,7 @@ def _require_loopback(host: str) -> None:
     if not loopback:
         raise ValueError(
             f"refusing to listen on {host}: the secret would cross the network in clear; "
-            "use a loopback address or a Unix socket (TLS is not supported yet)"
+            "use a loopback address or a Unix socket, or configure tls: (docs/multi-host.md)"
         )
 
 

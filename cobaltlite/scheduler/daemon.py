@@ -63,7 +63,8 @@ class SchedulerLoop:
                 if self._scheduler is None:
                     self._site = self._make_site()
                     self._scheduler = Scheduler(self._site, self._site, self.clock,
-                                                self.backfill)
+                                                self.backfill,
+                                                reservations=self._site.reservations)
                 self._tune()
                 apply_window(self._scheduler, self.tuner.values)
                 self._site.balance_factor = (self.tuner.values["bf"] if self._tunes_bf()

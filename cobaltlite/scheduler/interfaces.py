@@ -20,7 +20,7 @@ class SchedulableJob(Protocol):
     wall_time: float   # requested seconds: what plans and reservations use
     score: float
     threshold: float   # the fallback threshold (seed 003 §IV-A)
-    queue: str         # its queue: a queue mapped to places runs its jobs only there
+    queue: str         # its queue: a queue mapped to places (or a reservation's) runs only there
 
 
 class QueueManagerView(Protocol):

@@ -17,6 +17,7 @@ from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, builtin_policy
+from cobaltlite.reservations.model import Window
 from cobaltlite.system.forecast import ForecastEntry, failure_source
 from cobaltlite.tuning.apply import with_balance_factor
 
@@ -93,8 +94,10 @@ class RemoteSite:
         return None
 
     def schedulable_jobs(self) -> list[RemoteJob]:
-        # Rows are (jobid, size, wall_time, score, threshold).
-        jobs = [RemoteJob(*row) for row in self.queue_manager.schedulable_jobs()]
+        # Rows are (jobid, size, wall_time, score, threshold, queue).
+        jobs = [RemoteJob(jobid, size, wall_time, score, threshold, queue=queue)
+                for jobid, size, wall_time, score, threshold, queue
+                in self.queue_manager.schedulable_jobs()]
         self._walltime = {j.jobid: j.wall_time for j in jobs}
         if self.balance_factor is not None and jobs:
             self._rank_balanced(jobs, self.balance_factor)
@@ -110,6 +113,11 @@ class RemoteSite:
             self._balanced = with_balance_factor(builtin_policy("balanced"), bf)
         inputs = PassInputs(now, self._machine.total_nodes, self._machine.min_block_size)
         self._balanced.score_jobs(jobs, inputs)
+
+    def reservations(self) -> list[Window]:
+        """The reservation periods ending after now (one call per pass; the queue manager
+        keeps them, and moves them on in time as it answers)."""
+        return [Window.from_row(row) for row in self.queue_manager.reservation_windows()]
 
     def start_job(self, jobid: int, location: str) -> bool:
         if not self.queue_manager.start_job(jobid, location):

@@ -21,6 +21,14 @@ A queue mapped to places (partadm --queue; `SystemView.place_sets`, read once pe
 jobs placed, drained and reserved only there; jobs of other queues go anywhere, as without a
 mapping (docs/administration.md).
 
+Reservations (setres; cobaltlite/reservations), when there are any, come first, as in Cobalt's
+bgsched (reference §5 step 6): each job of a reservation's queue starts only inside an open
+period of it, on its places, and only if it ends by the period's end (Cobalt refuses a job that
+would outlast its reservation); it never runs anywhere else. For every other job the planner
+books each period's places over its time (`Planner.book`), and steps 2-4 place through that
+planner, so no job, started or reserved, under EASY or conservative, overlaps a reservation.
+With no reservation the pass is the one above, unchanged.
+
 With an allocation window W > 1 (seed 000 §3.3 steps 5-6; decisions in docs/metric-aware.md),
 steps 3-4 become: take the top job and the next W-1 placeable jobs in rank order (the window);
 try every order of the window, placing each job greedily (start now on its lowest-cost place
@@ -32,7 +40,7 @@ reservations, conservative protects every reservation. W = 1 takes the path abov
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import permutations
@@ -40,6 +48,7 @@ from operator import attrgetter
 
 from cobaltlite.clock import Clock
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
+from cobaltlite.reservations.model import Window
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
 
 
@@ -76,12 +85,16 @@ class Scheduler:
         clock: Clock,
         backfill: Backfill = Backfill.EASY,
         window: int = 1,
+        reservations: Callable[[], Sequence[Window]] | None = None,
     ) -> None:
+        """`reservations` gives the reservation periods to honour at each pass (those ending
+        after now); None: the site has none, and a pass never asks."""
         self.queue_manager = queue_manager
         self.system = system
         self.clock = clock
         self.backfill = Backfill(backfill)
         self.window = check_window(window)
+        self.reservations = reservations
         self._places: Mapping[str, PlaceSet] | None = None  # this pass's queue -> place set
 
     def iterate(self) -> PassReport:
@@ -101,12 +114,23 @@ class Scheduler:
             return report
         now = self.clock.now()
         self._places = self.system.place_sets() or None
+        windows = self.reservations() if self.reservations is not None else ()
+        booked: Planner | None = None
+        if windows:
+            jobs = self._start_reservation_jobs(jobs, windows, machine, now, report)
+            booked = machine.planner(now)
+            # A period starting after every job's wall time from now changes no start now;
+            # later passes book it when it comes closer.
+            horizon = now + max((job.wall_time for job in jobs), default=0.0)
+            for w in windows:
+                if w.start < horizon:
+                    booked.book(w.places, w.start, w.end, w.block_passthrough)
 
-        top_index = self._start_in_order(jobs, machine, now, report)
+        top_index = self._start_in_order(jobs, machine, now, report, booked)
         if top_index is None or not machine.has_free_capacity():
             return report  # everyone started, or nothing else can start at this instant
         if self.window > 1:
-            self._place_window(jobs[top_index:], machine, now, report)
+            self._place_window(jobs[top_index:], machine, now, report, booked)
             return report
         top = jobs[top_index]
         cut = top_index + 1  # ranks are sorted: the candidates are jobs[top_index + 1 : cut]
@@ -115,14 +139,13 @@ class Scheduler:
             cut += 1
         waiting: list[SchedulableJob] = []
         for job in jobs[top_index + 1 : cut]:
-            location = machine.find_location(job.size, job.wall_time, now, self._allowed(job))
-            if location is None or not self._start(job, location, report):
-                waiting.append(job)
+            if not self._start_now(job, machine, now, report, booked):
+                waiting.append(job)  # no place now (None) or the start refused (False)
         if self.backfill is Backfill.NONE:
             return report
         waiting.extend(jobs[cut:])
 
-        planner = machine.planner(now)
+        planner = booked if booked is not None else machine.planner(now)
         start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
         report.drain = (top.jobid, where, start)
         if self.backfill is Backfill.EASY:
@@ -131,24 +154,69 @@ class Scheduler:
             self._backfill_conservative(waiting, machine, planner, report)
         return report
 
+    def _start_reservation_jobs(
+        self, jobs: list[SchedulableJob], windows: Sequence[Window], machine: Machine,
+        now: float, report: PassReport,
+    ) -> list[SchedulableJob]:
+        """Start the reservation queues' jobs, in rank order, inside their open periods; return
+        the other jobs (a reservation's job never runs outside it, so it leaves the pass)."""
+        by_queue: dict[str, list[Window]] = {}
+        for w in windows:
+            by_queue.setdefault(w.queue, []).append(w)
+        members = [job for job in jobs if job.queue in by_queue]
+        if not members:
+            return jobs
+        for job in members:
+            for w in by_queue[job.queue]:
+                if w.start <= now and now + job.wall_time <= w.end:
+                    location = machine.find_location(job.size, job.wall_time, now, w.inside)
+                    if location is not None and self._start(job, location, report):
+                        break
+        return [job for job in jobs if job.queue not in by_queue]
+
+    def _start_now(self, job: SchedulableJob, machine: Machine, now: float,
+                   report: PassReport, booked: Planner | None) -> bool | None:
+        """Start `job` on its lowest-cost free place, found through the booked planner when
+        there are reservations: True if started, False if the start was refused, None if no
+        place fits now."""
+        allowed = self._allowed(job)
+        if booked is None:
+            location = machine.find_location(job.size, job.wall_time, now, allowed)
+        else:
+            location = booked.location_now(job.size, job.wall_time, allowed)
+        if location is None:
+            return None
+        if not self._start(job, location, report):
+            return False
+        if booked is not None:
+            booked.commit(location, job.wall_time)
+        return True
+
     def _start_in_order(
-        self, jobs: list[SchedulableJob], machine: Machine, now: float, report: PassReport
+        self, jobs: list[SchedulableJob], machine: Machine, now: float, report: PassReport,
+        booked: Planner | None = None,
     ) -> int | None:
         """Start jobs in rank order while they fit; return the index of the top job, if any."""
         places = self._places
         for i, job in enumerate(jobs):
-            location = machine.find_location(
-                job.size, job.wall_time, now, None if places is None else places.get(job.queue))
-            if location is None:
-                if machine.allocation_size(job.size) is None:
-                    report.unplaceable.append(job.jobid)
+            if booked is None:  # the common case, inline: a pass may rank 10,000 jobs
+                location = machine.find_location(
+                    job.size, job.wall_time, now,
+                    None if places is None else places.get(job.queue))
+                if location is not None:
+                    self._start(job, location, report)
                     continue
-                return i
-            self._start(job, location, report)
+            elif self._start_now(job, machine, now, report, booked) is not None:
+                continue
+            if machine.allocation_size(job.size) is None:
+                report.unplaceable.append(job.jobid)
+                continue
+            return i
         return None
 
     def _place_window(
-        self, ranked: list[SchedulableJob], machine: Machine, now: float, report: PassReport
+        self, ranked: list[SchedulableJob], machine: Machine, now: float, report: PassReport,
+        booked: Planner | None = None,
     ) -> None:
         """Steps 5-6 of seed 000 §3.3 from the top job on (see the module docstring)."""
         window: list[SchedulableJob] = []
@@ -158,8 +226,8 @@ class Scheduler:
                 window.append(job)
             else:
                 rest.append(job)
-        planner = machine.planner(now)
-        for job in self._least_makespan_order(window, machine, now):
+        planner = booked if booked is not None else machine.planner(now)
+        for job in self._least_makespan_order(window, planner, now):
             allowed = self._allowed(job)
             location = planner.location_now(job.size, job.wall_time, allowed)
             if location is not None:
@@ -176,7 +244,7 @@ class Scheduler:
             self._backfill_conservative(rest, machine, planner, report)
 
     def _least_makespan_order(
-        self, window: list[SchedulableJob], machine: Machine, now: float
+        self, window: list[SchedulableJob], base: Planner, now: float
     ) -> tuple[SchedulableJob, ...]:
         """The order of `window` whose greedy plan ends its last job first; rank order on ties.
 
@@ -185,7 +253,6 @@ class Scheduler:
         is abandoned as soon as one of its jobs ends no earlier than the best makespan so far:
         the makespan only grows as jobs are added.
         """
-        base = machine.planner(now)
         allowed = {job.jobid: self._allowed(job) for job in window}
         lower = max(_planned_end(base.copy(), job, now, allowed[job.jobid]) for job in window)
         best: tuple[SchedulableJob, ...] = tuple(window)

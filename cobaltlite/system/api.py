@@ -85,6 +85,10 @@ class SystemControlAPI:
         """The failed components and where the forecast comes from (schedctl --status)."""
         return self._service.failure_status()
 
+    def agents(self) -> list[dict[str, Any]]:
+        """Each node agent: host, address, node, state (up or down) and why it is down."""
+        return self._service.agent_listing()
+
     def fail(self, components: list[str]) -> dict[str, Any]:
         by = self._require_admin("partadm --fail")
         return self._service.fail(_components(components), by)

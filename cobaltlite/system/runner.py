@@ -45,6 +45,7 @@ import ctypes
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -52,6 +53,16 @@ from pathlib import Path
 from typing import Any
 
 from cobaltlite.system import procfs
+
+
+def start_runner(record: Path) -> subprocess.Popen[bytes]:
+    """Start a runner on launch record `record` in a session of its own, so that it, and the
+    job, outlive whoever started it (the system daemon, or a node agent)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "cobaltlite.system.runner", str(record)],
+        start_new_session=True, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+
 
 KILL_GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.05

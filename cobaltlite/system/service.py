@@ -43,6 +43,15 @@ failed component is killed: the service writes `<jobid>.kill` (end reason "compo
 and why) and sends the runner SIGTERM; the runner puts the reason in the job's .cobaltlog and
 status. The failure forecast (P_f per component, cobaltlite/system/forecast.py) is re-read at
 each poll when its file changed.
+
+With node agents (`node_agents:`, cobaltlite/system/agents.py) a job is launched through the
+agent of its place's launch host instead of a local runner; its launch record names the host
+("agent") and the agent run's boot id ("boot"). Each poll asks every agent how its jobs are,
+outside the lock. A job whose agent does not answer, restarted (another boot id) or does not
+know it ends as "lost", with the reason in the log; the agent's node goes out of service while
+it does not answer (`partlist` shows it `down`, `partlist --agents` says why) and comes back at
+its next answer. A launch the agent refused, or that could not reach it, holds no place; one
+whose answer was lost (a time out) is kept, and the next poll finds out whether it runs.
 """
 
 from __future__ import annotations
@@ -53,22 +62,25 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
+from Pyro5.errors import CommunicationError
 
 from cobaltlite.clock import Clock
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.system import procfs
+from cobaltlite.system.agents import NodeAgents, describe
 from cobaltlite.system.forecast import ForecastKeeper
+from cobaltlite.system.runner import start_runner
 
 log = structlog.get_logger("system")
 
@@ -99,10 +111,12 @@ class SystemService:
         kill_grace: float = 10.0,
         forecast_file: Path | None = None,
         report_failure_kill: Callable[[int, str, float], bool] | None = None,
+        agents: NodeAgents | None = None,
     ) -> None:
         """`report_end(jobid, exit status, end reason, end time)` tells the queue manager a
         job ended; `report_failure_kill(jobid, failed component, end time)`, when given, tells
-        it instead of a job killed because a component under it failed."""
+        it instead of a job killed because a component under it failed. With `agents`, jobs
+        run through the compute hosts' node agents."""
         self.description = description
         self.machine = build_machine(description)
         self.clock = clock
@@ -118,6 +132,13 @@ class SystemService:
         self._leftovers: dict[int, _Leftovers] = {}  # held jobs the service is cleaning up
         self._phase: dict[int, str] = {}  # jobid -> ALLOCATED, BUSY or CLEANUP, while held
         self._ended: dict[int, dict[str, Any]] = {}  # jobid -> status awaiting acknowledgement
+        self.agents = agents
+        # One thread per host at most; each keeps its own proxies (Peer: one per thread).
+        self._agent_pool = ThreadPoolExecutor(
+            max_workers=min(32, len(agents.states)) if agents else 1,
+            thread_name_prefix="agent poll")
+        self._remote: dict[int, tuple[str, str]] = {}  # jobid -> (agent host, its boot id)
+        self._remote_ended: dict[int, str] = {}  # ended remote jobs -> host, to forget there
         self.forecast = ForecastKeeper(self.machine, forecast_file, clock)
         self._refresh_forecast()
         self._readopt()
@@ -158,8 +179,11 @@ class SystemService:
             rows: list[dict[str, Any]] = self.machine.block_states()
             now = self.clock.now()
             chance = self.forecast.active.chance
+            down = {s.node for s in self.agents.states.values() if s.down} if self.agents else set()
             for row in rows:
-                if row["state"] == "busy":
+                if row["name"] in down:
+                    row["state"] = "down"
+                elif row["state"] == "busy":
                     # Every held place has a phase; were one missed, partlist must still work.
                     row["state"] = self._phase.get(row["jobid"], BUSY)
                 row["pf"] = chance(str(row["name"]), now, now)
@@ -219,18 +243,25 @@ class SystemService:
     def _kill_for_failure(self, jobid: int, component: str, message: str) -> bool:
         """Kill a running job because of a failure, telling its runner why; False when the job
         is not running (its end is already on its way)."""
+        why = {"reason": FAILURE_END, "message": message, "component": component}
+        if jobid in self._remote:
+            log.warning("job killed by a failure", jobid=jobid, why=message)
+            return self._kill_remote(jobid, why)
         if jobid not in self._runners:
             return False
         try:
-            _write_json(self.dir / f"{jobid}.kill", {"reason": FAILURE_END, "message": message,
-                                                     "component": component})
+            write_json(self.dir / f"{jobid}.kill", why)
         except OSError as exc:  # the kill must still happen: it then ends as "deleted"
             log.error("kill reason not recorded", jobid=jobid, error=str(exc))
         log.warning("job killed by a failure", jobid=jobid, why=message)
         return self.kill(jobid)
 
     def _save_failed(self) -> None:
-        _write_json(self.dir / "failed-components", self.machine.failed_components())
+        # A node whose agent is down is out of service only until the agent answers again:
+        # not the operator's failure, so not kept across restarts.
+        down = {s.node for s in self.agents.states.values() if s.down} if self.agents else set()
+        write_json(self.dir / "failed-components",
+                   [name for name in self.machine.failed_components() if name not in down])
 
     def _fail_again(self) -> None:
         """Fail again the components failed before a restart; kill what runs over them (a
@@ -295,12 +326,11 @@ class SystemService:
                 },
             }
             path = self.dir / f"{jobid}.json"
+            if self.agents is not None:
+                return self._launch_remote(jobid, path, record, nodes)
             try:
-                _write_json(path, record)
-                runner = subprocess.Popen(
-                    [sys.executable, "-m", "cobaltlite.system.runner", str(path)],
-                    start_new_session=True, stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+                write_json(path, record)
+                runner = start_runner(path)
             except OSError as exc:
                 # No runner: give the place back, or it would stay held by a job no one runs.
                 self.machine.release(jobid)
@@ -314,13 +344,65 @@ class SystemService:
             self._popen[jobid] = runner
             record["runner_pid"] = runner.pid
             try:
-                _write_json(path, record)
+                write_json(path, record)
             except OSError as exc:  # a restart finds the runner by its command line instead
                 log.warning("runner pid not recorded", jobid=jobid, error=str(exc))
             log.info("job launched", jobid=jobid, location=location, runner=runner.pid)
             return nodes
 
+    def _launch_remote(self, jobid: int, path: Path, record: dict[str, Any], nodes: int) -> int:
+        """launch() through the node agent of the place's launch host. Called with the lock,
+        the place already held."""
+        assert self.agents is not None
+        location = record["location"]
+        host, node_names = self.agents.placement(location)
+        state = self.agents.states[host]
+        if state.down:
+            self.machine.release(jobid)
+            raise ValueError(f"job {jobid}: the node agent on {host} is down ({state.down})")
+        record.update(agent=host, nodes=node_names, boot="")
+        try:
+            write_json(path, record)
+        except OSError as exc:
+            self.machine.release(jobid)
+            raise ValueError(f"job {jobid}: cannot record its launch: {exc}") from None
+        try:
+            record["boot"] = self.agents.call(host, "launch", jobid, record)
+        except Exception as exc:
+            # Exactly CommunicationError: the connection, TLS or the secret failed, before the
+            # request was sent (cobaltlite.rpc.client); a refusal by the agent arrives as a
+            # builtin error. Either way nothing runs. Anything else (a time out, a connection
+            # closed after the request went) leaves it open: the next poll asks the agent.
+            if type(exc) is CommunicationError or not isinstance(exc, CommunicationError):
+                self.machine.release(jobid)
+                path.unlink(missing_ok=True)
+                log.error("launch failed", jobid=jobid, host=host, error=describe(exc))
+                raise ValueError(f"job {jobid}: cannot launch on {host}: {describe(exc)}"
+                                 ) from None
+            log.warning("launch answer lost; the next poll asks the agent", jobid=jobid,
+                        host=host, error=describe(exc))
+        with contextlib.suppress(OSError):  # without the boot id a restart finds it lost
+            write_json(path, record)
+        now = self.clock.now()
+        self._remote[jobid] = (host, record["boot"])
+        self._expected_end[jobid] = now + record["walltime"]
+        self._phase[jobid] = ALLOCATED
+        log.info("job launched", jobid=jobid, location=location, agent=host)
+        return nodes
+
+    def _kill_remote(self, jobid: int, why: dict[str, Any] | None) -> bool:
+        host, _boot = self._remote[jobid]
+        try:
+            killed = bool(self.agents.call(host, "kill", jobid, why))  # type: ignore[union-attr]
+        except Exception as exc:  # the agent down: its next poll ends the job as lost
+            log.warning("job kill not delivered", jobid=jobid, host=host, error=describe(exc))
+            return False
+        log.info("job kill sent", jobid=jobid, agent=host)
+        return killed
+
     def kill(self, jobid: int) -> bool:
+        if jobid in self._remote:
+            return self._kill_remote(jobid, None)
         # The signal goes under the lock: a runner is forgotten under it once found ended, and
         # from then on its pid may be another process's.
         with self._lock:
@@ -344,7 +426,7 @@ class SystemService:
         with self._lock:
             if jobid in self._ended:
                 return "ended"
-            if jobid in self._runners or jobid in self._leftovers:
+            if jobid in self._runners or jobid in self._leftovers or jobid in self._remote:
                 return "running"
         return "unknown"
 
@@ -361,6 +443,8 @@ class SystemService:
             log.error("poll failed, retried at the next poll", error=repr(exc))
 
     def _poll(self) -> None:
+        if self.agents is not None:
+            self._poll_agents()
         with self._lock:
             self._refresh_forecast()
             self._collect()
@@ -384,6 +468,10 @@ class SystemService:
                 with self._lock:
                     if self._ended.pop(jobid, None) is None:
                         continue
+                    host = self._remote_ended.pop(jobid, None)
+                    if host is not None:
+                        with contextlib.suppress(Exception):  # the agent's files: best effort
+                            self.agents.call(host, "forget", jobid)  # type: ignore[union-attr]
                     for suffix in _JOB_FILES:
                         with contextlib.suppress(OSError):  # a failing disk: a restart retries
                             (self.dir / f"{jobid}{suffix}").unlink(missing_ok=True)
@@ -391,6 +479,95 @@ class SystemService:
                         self.machine.release(jobid)
                         self._expected_end.pop(jobid, None)
                         self._phase.pop(jobid, None)
+
+    def _poll_agents(self) -> None:
+        """Ask every node agent how it and its jobs are, all at once and outside the lock (a
+        host that does not answer costs AGENT_TIMEOUT, not the sum over the hosts down), then
+        act on the answers under the lock."""
+        assert self.agents is not None
+        with self._lock:
+            jobs: dict[str, list[int]] = {host: [] for host in self.agents.states}
+            for jobid, (host, _boot) in self._remote.items():
+                jobs[host].append(jobid)
+        for host, answer in zip(jobs, self._agent_pool.map(self._ask_agent, jobs.items()),
+                                strict=True):
+            with self._lock:
+                if isinstance(answer, str):
+                    self._agent_silent(host, answer)
+                else:
+                    self._agent_answered(host, *answer)
+
+    def _ask_agent(self, asked: tuple[str, list[int]]) -> tuple[str, dict[str, Any]] | str:
+        """(boot id, its jobs' states) from the agent of a host, or why it did not answer."""
+        assert self.agents is not None
+        host, jobids = asked
+        try:
+            hello = self.agents.call(host, "hello")
+            return hello["boot"], self.agents.call(host, "status", jobids) if jobids else {}
+        except Exception as exc:
+            error = describe(exc)
+            address = self.agents.states[host].address
+            # A broken connection does not say where.
+            return error if address in error else f"{address}: {error}"
+
+    def _agent_silent(self, host: str, error: str) -> None:
+        assert self.agents is not None
+        state = self.agents.states[host]
+        if state.down is None and state.node is not None and (
+                state.node not in self.machine.failed_components()):
+            self.machine.fail(state.node)
+        if state.down != error:  # logged again when the cause changes: the admin wants the last
+            log.error("node agent not answering: node out of service", host=host,
+                      node=state.node, error=error)
+            state.down = error
+        for jobid in [j for j, (h, _) in self._remote.items() if h == host]:
+            self._remote_lost(jobid, f"the node agent on {host} is not answering ({error})")
+
+    def _agent_answered(self, host: str, boot: str, answers: dict[str, Any]) -> None:
+        assert self.agents is not None
+        state = self.agents.states[host]
+        if state.down is not None:
+            log.warning("node agent answers again: node back in service", host=host,
+                        node=state.node, boot=boot)
+            state.down = None
+            if state.node is not None and state.node not in self._operator_failed():
+                self.machine.unfail(state.node)
+        state.boot = boot
+        for jobid in [j for j, (h, _) in self._remote.items() if h == host]:
+            launched_by = self._remote[jobid][1]
+            answer = answers.get(str(jobid), {"state": "unknown"})
+            if launched_by and launched_by != boot:
+                self._remote_lost(jobid, f"the node agent on {host} restarted since the launch")
+            elif answer["state"] == "unknown":
+                self._remote_lost(jobid, f"the node agent on {host} does not know the job")
+            elif answer["state"] == "running":
+                self._remote[jobid] = (host, boot)
+                if answer["phase"] != self._phase[jobid]:
+                    self._phase[jobid] = answer["phase"]
+                    log.info("job phase", jobid=jobid, phase=answer["phase"])
+            else:
+                del self._remote[jobid]
+                self._remote_ended[jobid] = host
+                self._release(jobid, answer["status"])
+
+    def _operator_failed(self) -> set[str]:
+        """The components failed by partadm --fail (recorded), as opposed to agents down."""
+        try:
+            return set(json.loads((self.dir / "failed-components").read_text()))
+        except (OSError, ValueError):
+            return set()
+
+    def _remote_lost(self, jobid: int, why: str) -> None:
+        host, _boot = self._remote.pop(jobid)
+        log.error("job lost", jobid=jobid, host=host, why=why)
+        self._release(jobid, self._lost(jobid))
+
+    def agent_listing(self) -> list[dict[str, Any]]:
+        """Each node agent: host, address, node, state (up or down), why it is down."""
+        if self.agents is None:
+            return []
+        with self._lock:
+            return self.agents.listing()
 
     def _collect(self) -> None:
         """Bring every held job's phase up to date from its runner's markers, release the
@@ -515,9 +692,17 @@ class SystemService:
                 log.error("unreadable launch record", path=str(path), error=str(exc))
                 continue
             jobid, pid = record["jobid"], record.get("runner_pid")
+            if record.get("agent") and self.agents is not None:
+                # Its agent's next answer tells whether it still runs.
+                self.machine.allocate(record["location"], jobid,
+                                      self.clock.now() + record["walltime"])
+                self._expected_end[jobid] = self.clock.now() + record["walltime"]
+                self._phase[jobid] = ALLOCATED
+                self._remote[jobid] = (record["agent"], record.get("boot", ""))
+                continue
             if pid is None and self._read_status(jobid) is None:
                 # The crash may have come between starting the runner and recording its pid.
-                pid = _find_runner(path)
+                pid = find_runner(path)
             pidfd = None if pid is None else _open_runner(pid, path)
             # Read after the look for the runner: one found gone wrote any status it ever will.
             status = self._read_status(jobid)
@@ -646,13 +831,13 @@ def running_jobs(state_dir: Path) -> dict[int, int]:
     for record in sorted((state_dir / "system").glob("*.json")):
         if not record.stem.isdigit():
             continue
-        pid = _find_runner(record)
+        pid = find_runner(record)
         if pid is not None:
             found[int(record.stem)] = pid
     return found
 
 
-def _find_runner(record: Path) -> int | None:
+def find_runner(record: Path) -> int | None:
     """The pid of a live runner started on `record`, found by its command line."""
     wanted = _runner_cmdline(record)
     deadline = time.monotonic() + _EXEC_SETTLE_SECONDS
@@ -676,7 +861,7 @@ def _runner_cmdline(record: Path) -> bytes:
     return f"cobaltlite.system.runner\0{record}\0".encode()
 
 
-def _write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -1,0 +1,203 @@
+"""setres, showres, releaseres and userres against real daemons (SQLite), as root (an admin)
+and as two real Unix users; and the live scheduler honouring a reservation: its jobs run
+inside it and nowhere else, others never overlap it, a cyclic one rolls."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+from live import Instance, until
+from unix_users import ALICE, BOB, Accounts, ensure_test_users
+
+from cobaltlite.commands.showres import TIME_FORMAT
+
+FUTURE = "2030_06_01-12:00"
+FUTURE_SHOWN = time.strftime(TIME_FORMAT, time.strptime(FUTURE, "%Y_%m_%d-%H:%M"))
+
+
+@pytest.fixture(scope="module")
+def accounts() -> Accounts:
+    return ensure_test_users()
+
+
+@pytest.fixture(scope="module")
+def instance(accounts: Accounts) -> Iterator[Instance]:
+    running = Instance(machine="flat:4").start_retrying()
+    yield running
+    running.stop()
+
+
+def run(instance: Instance, name: str, *args: str, account: str | None = None,
+        accounts: Accounts | None = None) -> subprocess.CompletedProcess[str]:
+    return instance.command(name, *args, account=account, accounts=accounts)
+
+
+def showres(instance: Instance, *args: str) -> list[str]:
+    ran = run(instance, "showres", *args)
+    assert (ran.returncode, ran.stderr) == (0, ""), ran.stderr
+    return ran.stdout.splitlines()
+
+
+def cells(line: str) -> list[str]:
+    """A showres line's cells (columns are separated by two blanks or more)."""
+    return re.split(r"  +", line.strip())
+
+
+def accounting(instance: Instance) -> list[tuple[str, str]]:
+    """(record type, reservation name) of every reservation record so far."""
+    found = []
+    for line in (instance.state_dir / "log" / "accounting.log").read_text().splitlines():
+        kind, body = line.split(";")[1], line.split(";", 3)[3]
+        name = re.search(r"(?:^| )name=(\S+)", body)
+        if kind in {"B", "F", "K", "k", "Y", "U", "YA"} and name:
+            found.append((kind, name.group(1)))
+    return found
+
+
+def test_commands_have_help(instance: Instance) -> None:
+    for name in ("setres", "releaseres", "showres", "userres"):
+        ran = run(instance, name, "--help")
+        assert ran.returncode == 0 and ran.stdout.startswith(f"usage: {name}"), ran.stderr
+        assert "Exit status" in ran.stdout
+
+
+def test_admin_makes_lists_and_releases_a_reservation(instance: Instance,
+                                                      accounts: Accounts) -> None:
+    made = run(instance, "setres", "-n", "maint", "-s", FUTURE, "-d", "02:00:00", "-p", "0:1",
+               "-A", "ops")
+    assert (made.returncode, made.stdout, made.stderr) == (
+        0, "Reservation 'maint' made: queue R.maint, places 0:1\n", "")
+    lines = showres(instance)
+    assert cells(lines[0]) == ["Reservation", "Queue", "User", "Start", "Duration",
+                               "Passthrough", "Partitions", "Remaining", "T-Minus"]
+    assert set(lines[1]) == {"="} and len(lines) == 3 and len(lines[1]) == len(lines[2])
+    row = cells(lines[2])
+    assert row[:8] == ["maint", "R.maint", "*", FUTURE_SHOWN, "02:00", "Blocked", "0:1", "-"]
+    assert re.fullmatch(r"\d+:\d\d", row[8]), row  # hours:minutes until it begins
+    long = showres(instance, "-l", "-x")
+    assert cells(long[0]) == ["Reservation", "Queue", "User", "Start", "Duration", "End Time",
+                              "Cycle Time", "Passthrough", "Partitions", "Remaining", "T-Minus",
+                              "Project", "ResID", "CycleID"]
+    row = cells(long[2])
+    assert row[5:7] == [time.strftime(TIME_FORMAT, time.localtime(
+        time.mktime(time.strptime(FUTURE, "%Y_%m_%d-%H:%M")) + 7200)), "-"]
+    assert row[11] == "ops" and row[12].isdigit() and row[13] == "-"
+
+    # A plain user may look, not change.
+    for name, args in (("setres", ["-n", "mine", "-s", FUTURE, "-d", "10", "2"]),
+                       ("releaseres", ["maint"])):
+        refused = run(instance, name, *args, account=ALICE, accounts=accounts)
+        assert (refused.returncode, refused.stdout) == (1, "")
+        assert refused.stderr == f"{name}: {name} needs root or membership of the admin group\n"
+    looked = run(instance, "showres", account=ALICE, accounts=accounts)
+    assert looked.returncode == 0 and looked.stdout.splitlines()[2] == showres(instance)[2]
+
+    released = run(instance, "releaseres", "maint", "nosuch")
+    assert (released.returncode, released.stdout) == (
+        0, "Reservation subset matched\nReleased reservation 'maint' for partitions: 0:1\n")
+    assert showres(instance) == []
+    again = run(instance, "releaseres", "maint")
+    assert (again.returncode, again.stderr) == (1, "releaseres: No Reservations matched\n")
+    assert [r for r in accounting(instance) if r[1] == "maint"] == [("Y", "maint"),
+                                                                     ("k", "maint")]
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["-n", "b", "-s", FUTURE, "-d", "30", "-p", "1"],
+     "reservation 'b' overlaps reservation(s) keep on the same places at the same time"),
+    (["-n", "b", "-s", "2001_01_01-00:00", "-d", "30", "-p", "2"], "already in the past"),
+    (["-n", "b", "-s", FUTURE, "-d", "30", "-p", "7"], "unknown node(s) on flat:4: 7"),
+    (["-n", "b", "-s", FUTURE, "-d", "30", "-p", "2", "-u", "nosuchuser"],
+     "unknown user(s): nosuchuser"),
+    (["-n", "b", "-s", FUTURE, "-d", "30"], "Must supply either -p with value or partitions"),
+    (["-n", "b", "-s", FUTURE, "-p", "2"], "Must supply a duration time"),
+    (["-n", "b", "-s", FUTURE, "-d", "30", "-p", "2", "-q", "nosuchqueue"],
+     "queue 'nosuchqueue' does not exist"),
+    (["-m", "-n", "nosuch", "-d", "30"], "cannot find reservation named 'nosuch'"),
+    (["-m", "-D", "-n", "keep"], "Cannot use -D on a non-cyclic reservation"),
+])
+def test_bad_setres_requests_change_nothing(instance: Instance, args: list[str],
+                                            says: str) -> None:
+    if not showres(instance):
+        assert run(instance, "setres", "-n", "keep", "-s", FUTURE, "-d", "60", "-p", "0:1"
+                   ).returncode == 0
+    before = showres(instance)
+    ran = run(instance, "setres", *args)
+    assert (ran.returncode, ran.stdout) == (1, ""), ran.stderr
+    assert ran.stderr.startswith("setres: ") and says in ran.stderr, ran.stderr
+    assert showres(instance) == before
+    forced = run(instance, "setres", "-f", "-n", "forced", "-s", FUTURE, "-d", "30", "-p", "1")
+    if args[:2] == ["-n", "b"] and "overlaps" in says:
+        assert forced.returncode == 0
+        assert forced.stderr == ("setres: Warning: reservation 'forced' overlaps reservation "
+                                 "'keep'\n")
+        assert run(instance, "releaseres", "forced").returncode == 0
+    else:
+        assert run(instance, "releaseres", "forced").returncode == 0
+
+
+def test_userres_lets_a_listed_user_give_a_reservation_back(instance: Instance,
+                                                            accounts: Accounts) -> None:
+    assert run(instance, "setres", "-n", "bobs", "-s", FUTURE, "-d", "10", "-p", "3",
+               "-u", BOB).returncode == 0
+    refused = run(instance, "userres", "bobs", account=ALICE, accounts=accounts)
+    assert (refused.returncode, refused.stderr) == (
+        1, "userres: You are not a user of reservation 'bobs' and so cannot alter it.\n")
+    assert run(instance, "setres", "-n", "alices", "-s", FUTURE, "-d", "10", "-p", "2",
+               "-u", ALICE).returncode == 0
+    given = run(instance, "userres", "alices", account=ALICE, accounts=accounts)
+    assert (given.returncode, given.stdout) == (
+        0, "Released reservation 'alices' for partitions: 2\n")
+    assert [line.split()[0] for line in showres(instance)[2:]] == ["bobs", "keep"]
+    assert run(instance, "releaseres", "bobs", "keep").returncode == 0
+
+
+def test_the_live_scheduler_keeps_a_reservation(instance: Instance, accounts: Accounts) -> None:
+    made = run(instance, "setres", "-n", "live", "-s", "now", "-d", "5", "-p", "2:3",
+               "-u", ALICE)
+    assert made.returncode == 0, made.stderr
+    # A non-member needing all 4 nodes for 10 minutes would overlap it: it waits.
+    big = instance.qsub("-n", "4", "-t", "10", "/bin/sleep", "1")
+    # A non-member of 2 nodes runs at once, on the nodes not reserved (backfilled: it ends
+    # before the reservation does, so it cannot delay the big job).
+    small = instance.qsub("-n", "2", "-t", "4", "/bin/sleep", "2")
+    # The reservation's jobs: one runs on its nodes, one that would outlast it never starts.
+    inside = instance.qsub("-q", "R.live", "-n", "2", "-t", "2", "/bin/sleep", "2",
+                           account=ALICE, accounts=accounts)
+    too_long = instance.qsub("-q", "R.live", "-n", "1", "-t", "6", "/bin/true",
+                             account=ALICE, accounts=accounts)
+    assert instance.wait_for(small, {"running", "done"})["location"] == "0-1"
+    assert instance.wait_for(inside, {"running", "done"})["location"] == "2-3"
+    instance.wait_for(inside, {"done"})
+    time.sleep(2)  # a few more passes: neither waiting job may start meanwhile
+    assert instance.job(big)["state"] == "queued"
+    assert instance.job(too_long)["state"] == "queued"
+    row = next(cells(line) for line in showres(instance)[2:] if line.startswith("live "))
+    assert re.fullmatch(r"00:0\d", row[7]) and row[8] == "-", row
+    # Released: the big job runs; the queue R.live is dead, so its leftover job never runs.
+    assert run(instance, "releaseres", "live").returncode == 0
+    assert instance.wait_for(big, {"running", "done"}, timeout=30)["location"] == "0-3"
+    time.sleep(2)
+    assert instance.job(too_long)["state"] == "queued"
+    assert [r for r in accounting(instance) if r[1] == "live"] == [
+        ("Y", "live"), ("B", "live"), ("k", "live")]
+
+
+def test_a_live_cyclic_reservation_rolls(instance: Instance) -> None:
+    # Periods of 1 minute every 2 minutes, the first 3 minutes ago: two are over already.
+    first = (int(time.time()) // 60 - 3) * 60
+    start = time.strftime("%Y_%m_%d-%H:%M", time.localtime(first))
+    made = run(instance, "setres", "-n", "cyc", "-s", start, "-d", "1", "-c", "2", "-p", "3")
+    assert made.returncode == 0, made.stderr
+    row = cells(until(lambda: [r for r in showres(instance, "-l", "-x")[2:]
+                               if r.startswith("cyc")], 10, "showres to list cyc")[0])
+    # Rolled to its next period, with a new res_id; the cycle id stays the first res_id.
+    assert row[3] == time.strftime(TIME_FORMAT, time.localtime(first + 240)), row
+    assert row[6] == "00:02" and int(row[12]) == int(row[13]) + 1, row
+    records = [r[0] for r in accounting(instance) if r[1] == "cyc"]
+    assert records == ["Y", "F"], records
+    assert run(instance, "releaseres", "cyc").returncode == 0
