@@ -111,6 +111,8 @@ class Config:
     utility_file: str = ""  # a Python file of site utility functions; empty: builtins only
     utility_reload: str = "auto"  # auto: reload when the file changes; manual: schedctl only
     utility_budget: float = 2.0  # seconds one policy may spend scoring one pass
+    # Seconds after which a user's usage counts half (fairshare's `user_usage`; docs/fairness.md).
+    usage_half_life: float = 86400.0
     failed_jobs: str = "resubmit"  # a job killed by a component failure: resubmit | end
     failure_forecast: str = ""  # a failure-forecast file the system re-reads; empty: none
     # Allocation_Cost = alpha·BLK_f + beta·P_f (seed 003 §IV-B; docs/fault-aware.md).
@@ -128,6 +130,21 @@ class Config:
     # BG/P: the host whose agent launches every block's job (a front-end node, as Intrepid's
     # mpirun ran from its service node).
     launch_host: str = ""
+    # Days of metrics history the database keeps (the monitor deletes older samples).
+    metrics_retention_days: float = 30.0
+    # HOST:PORT of the monitor's Prometheus endpoint; empty: no endpoint (the default).
+    prometheus_address: str = ""
+
+    @property
+    def prometheus_endpoint(self) -> tuple[str, int] | None:
+        """(host, port) of the Prometheus endpoint, or None when it is off."""
+        return _prometheus_endpoint(self.prometheus_address) if self.prometheus_address \
+            else None
+
+    @property
+    def metrics_user_socket(self) -> Path:
+        """Where cqmetrics reaches the metrics monitor (mode 0666; read-only calls)."""
+        return self.state_dir / "sockets" / "metrics-user.sock"
 
     @property
     def database_url(self) -> str:
@@ -179,7 +196,9 @@ class Config:
 
 _KEYS = {f.name for f in fields(Config)} - {"state_dir"}
 # Intervals the daemons sleep between passes: zero or less would spin.
-_POSITIVE = frozenset({"scheduler_interval", "metrics_interval", "utility_budget"})
+_POSITIVE = frozenset({"scheduler_interval", "metrics_interval", "utility_budget",
+                       "usage_half_life"})
+_DAYS = frozenset({"metrics_retention_days"})
 _NON_NEGATIVE = frozenset({"kill_grace"})
 _CHOICES = {"failed_jobs": ("resubmit", "end")}
 _WEIGHTS = frozenset({"allocation_alpha", "allocation_beta"})
@@ -202,6 +221,8 @@ failed_jobs: resubmit      # a job killed by a failed component (partadm --fail)
 failure_forecast: ""       # a failure-forecast file (P_f per component), re-read when it changes
 allocation_alpha: 1        # weight of BLK_f (partitions a placement blocks) in the allocation cost
 allocation_beta: 1         # weight of P_f (the place's failure chance) in the allocation cost
+metrics_retention_days: 30  # days of metrics history kept in the database
+prometheus_address: ""     # HOST:PORT of a Prometheus endpoint, e.g. 127.0.0.1:9464; empty: off
 # addresses: {system: "tcp:127.0.0.1:7001"}  # where components listen; default: sockets/
 # tuning: w-adaptive       # adaptive W (docs/metric-aware.md); or {check_interval:, rules: [...]}
 # tls: {cert: tls/host.crt, key: tls/host.key, ca: tls/ca.crt}   # docs/multi-host.md
@@ -263,6 +284,15 @@ def load_config(state_dir: Path | None = None) -> Config:
             # 0 or less would make the daemon loop without sleeping (a spinning core).
             raise InputError(f"{path}: option {key}: {value!r} must be a number of seconds "
                              "greater than zero")
+        if key in _DAYS and not (isinstance(value, float) and value > 0
+                                 and math.isfinite(value)):
+            raise InputError(f"{path}: option {key}: {value!r} must be a number of days "
+                             "greater than zero (e.g. 30, or 0.5 for twelve hours)")
+        if key == "prometheus_address" and value:
+            try:
+                _prometheus_endpoint(value)
+            except ValueError as exc:
+                raise InputError(f"{path}: option {key}: {value!r} {exc}") from None
         if key in _NON_NEGATIVE and not (isinstance(value, float) and value >= 0
                                          and math.isfinite(value)):
             raise InputError(f"{path}: option {key}: {value!r} must be a number of seconds, "
@@ -399,6 +429,32 @@ def _tcp_address(text: str) -> TcpAddress:
     return TcpAddress(str(ip), port)
 
 
+def _prometheus_endpoint(text: str) -> tuple[str, int]:
+    """HOST:PORT of the Prometheus endpoint: HOST an IP address ([...] for IPv6) or localhost,
+    PORT 1-65535. Any address is allowed (Prometheus often scrapes from another host): the
+    endpoint is read-only. Raises ValueError reading on from the quoted text."""
+    import ipaddress
+
+    host, colon, port_text = text.rpartition(":")
+    if not colon or not host:
+        raise ValueError("has no host and port: write HOST:PORT, e.g. 127.0.0.1:9464")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        if ":" not in host:
+            raise ValueError("puts brackets around an IPv4 address; they are for IPv6 only")
+    elif ":" in host:
+        raise ValueError("has an IPv6 address without brackets: write [::1]:9464")
+    if not (port_text.isascii() and port_text.isdigit()) or not 1 <= int(port_text) <= 65535:
+        raise ValueError(f"has port {port_text!r}: write a number from 1 to 65535")
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"has host {host!r}, which is neither an IP address nor "
+                             "localhost") from None
+    return host, int(port_text)
+
+
 def _read_addresses(config: Config, value: object) -> dict[str, Address]:
     """The `addresses:` option: component name -> address, every one distinct from the others,
     from the default sockets of the components not named, and from the user sockets."""
@@ -423,6 +479,7 @@ def _read_addresses(config: Config, value: object) -> dict[str, Address]:
         UnixAddress(config.user_socket): "the user socket",
         UnixAddress(config.admin_socket): "the schedctl socket",
         UnixAddress(config.system_admin_socket): "the partadm socket",
+        UnixAddress(config.metrics_user_socket): "the cqmetrics socket",
     }
     for component in COMPONENTS:
         if component not in addresses:

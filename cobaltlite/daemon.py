@@ -85,6 +85,7 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
     from cobaltlite.accounting import AccountingLog
     from cobaltlite.policy.registry import PolicyRegistry
     from cobaltlite.queue_manager.api import ComponentAPI, UserAPI
+    from cobaltlite.queue_manager.estimates import StartEstimator
     from cobaltlite.queue_manager.manager import QueueManager
     from cobaltlite.queue_manager.store import JobStore
 
@@ -105,7 +106,8 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
     registry = PolicyRegistry(Path(config.utility_file) if config.utility_file else None,
                               config.utility_budget, configured=configured_utility_file)
     manager = QueueManager(store, WallClock(), accounting, Peer(config, "system"), wake,
-                           registry, default_policy=config.default_policy)
+                           registry, default_policy=config.default_policy,
+                           usage_half_life=config.usage_half_life)
     threading.Thread(target=_watch_utility_file, args=(manager, config, stop),
                      name="utility file", daemon=True).start()
 
@@ -132,7 +134,8 @@ def run_queue_manager(config: Config, stop: threading.Event) -> list:
                 return
 
     threading.Thread(target=reconcile, name="reconcile", daemon=True).start()
-    return [serve_component(config, "queue-manager", ComponentAPI(manager)),
+    estimator = StartEstimator(manager, Peer(config, "system"))
+    return [serve_component(config, "queue-manager", ComponentAPI(manager, estimator)),
             _serve_users(config.user_socket, UserAPI(manager, config.admin_group),
                          "queue-manager-user", "the queue manager")]
 
@@ -178,7 +181,7 @@ def run_system(config: Config, stop: threading.Event) -> list:
 def run_scheduler(config: Config, stop: threading.Event) -> list:
     from cobaltlite.scheduler.daemon import ComponentAPI, ControlAPI, SchedulerLoop
     from cobaltlite.scheduler.remote import RemoteSite
-    from cobaltlite.scheduler.scheduler import Backfill
+    from cobaltlite.scheduler.scheduler import Backfill, Scheduler
 
     clock: Clock = WallClock()
     if config.scheduler_clock == "queue-manager":
@@ -201,9 +204,22 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
             return None
         return None if latest is None else latest["monitored"]
 
+    estimates = Peer(config, "queue-manager")
+
+    def ask_for_estimates(scheduler: Scheduler, site: RemoteSite) -> None:
+        # One way: the queue manager estimates in its own thread; this pass does not wait.
+        try:
+            estimates.estimate_starts(str(scheduler.backfill), scheduler.window,
+                                      site.failed_components(),
+                                      {queue: sorted(places)
+                                       for queue, places in site.place_sets().items()})
+        except Exception as exc:  # the queue manager down: the next pass asks again
+            log.warning("start estimates not requested", error=str(exc))
+
     loop = SchedulerLoop(make_site, clock, Backfill(config.backfill), config.scheduler_interval,
                          stopped_marker=Path(config.state_dir) / "scheduler-stopped",
-                         tuning=config.tuning, read_metrics=read_metrics)
+                         tuning=config.tuning, read_metrics=read_metrics,
+                         after_pass=ask_for_estimates)
     daemons = [serve_component(config, "scheduler", ComponentAPI(loop)),
                _serve_users(config.admin_socket, ControlAPI(loop, config.admin_group),
                             "scheduler-control", "the scheduler")]
@@ -225,18 +241,37 @@ class PeerClock:
 
 def run_metrics_monitor(config: Config, stop: threading.Event) -> list:
     from cobaltlite.metrics_monitor.history import MetricHistory
-    from cobaltlite.metrics_monitor.monitor import Monitor, MonitorAPI
+    from cobaltlite.metrics_monitor.monitor import MetricsUserAPI, Monitor, MonitorAPI
+    from cobaltlite.metrics_monitor.prometheus import serve_prometheus
 
     monitor = Monitor(Peer(config, "queue-manager"), Peer(config, "system"), WallClock(),
-                      history=MetricHistory(config.database_url))
-    daemons = [serve_component(config, "metrics-monitor", MonitorAPI(monitor))]
+                      history=MetricHistory(config.database_url),
+                      retention=config.metrics_retention_days * 86400.0)
+    endpoint = config.prometheus_endpoint
+    if endpoint is not None:
+        def latest() -> dict | None:
+            found = monitor.history(1)
+            return found[0] if found else None
+
+        try:
+            serve_prometheus(*endpoint, latest)
+        except OSError as exc:
+            raise InputError(f"{config.config_path}: prometheus_address "
+                             f"{config.prometheus_address!r}: cannot listen there: "
+                             f"{exc.strerror or exc}") from None
+    daemons = [serve_component(config, "metrics-monitor", MonitorAPI(monitor)),
+               _serve_users(config.metrics_user_socket, MetricsUserAPI(monitor),
+                            "metrics-user", "the metrics monitor")]
 
     def sample() -> None:
-        while not stop.wait(config.metrics_interval):
+        # The first sample at once: cqmetrics and a scrape have something from the start.
+        while True:
             try:
                 monitor.sample()
             except Exception as exc:  # a peer down: keep sampling when it is back
                 log.warning("metrics sample failed", error=str(exc))
+            if stop.wait(config.metrics_interval):
+                return
 
     threading.Thread(target=sample, name="sampling", daemon=True).start()
     return daemons

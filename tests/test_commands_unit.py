@@ -435,10 +435,10 @@ def test_header_choice() -> None:
     assert qstat.choose_header(explicit, {"QSTAT_HEADER_FULL": "JobID"}) == ["User", "jobid"]
 
 
-def test_full_header_is_cobalts() -> None:
+def test_full_header_is_cobalts_with_the_estimated_start() -> None:
     assert " ".join(qstat.FULL_HEADER) == (
         "JobID JobName User WallTime QueuedTime RunTime TimeRemaining Nodes State Location Mode "
-        "Procs Preemptable Queue StartTime Index")
+        "Procs Preemptable Queue StartTime Index Est_Start_Time")
 
 
 def test_qstat_no_jobs_prints_header_only(fake_server: FakeQueueManager,

@@ -87,7 +87,8 @@ def test_components_on_loopback_tcp_ports_run_a_job(
     run_a_job(instance)
     # Only the user sockets remain in sockets/: the components really listen on TCP.
     sockets = {p.name for p in (instance.state_dir / "sockets").iterdir()}
-    assert sockets == {"user.sock", "scheduler-user.sock", "system-user.sock"}
+    assert sockets == {"user.sock", "scheduler-user.sock", "system-user.sock",
+                       "metrics-user.sock"}
     config = load_config(instance.state_dir)
     for component in COMPONENTS:
         assert str(config.address(component)) == addresses[component]

@@ -13,8 +13,9 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, NoReturn, Protocol
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any, NoReturn, Protocol, TypeVar
 
 import Pyro5.errors
 
@@ -371,25 +372,49 @@ class SystemControlClient(UserSocketClient):
         return list(self._call("agents"))
 
 
+class MetricsClient(UserSocketClient):
+    """The metrics monitor's read-only user API (cqmetrics; metrics_monitor.monitor)."""
+
+    component = "the metrics monitor"
+
+    def latest(self) -> dict[str, Any] | None:
+        found = self._call("latest")
+        return None if found is None else dict(found)
+
+    def since(self, time: float, limit: int) -> list[dict[str, Any]]:
+        return list(self._call("since", time, limit))
+
+
 def _instance_text(state_dir: Any) -> str:
     named = os.environ.get("COBALTLITE_STATE_DIR")
     return (f"COBALTLITE_STATE_DIR={named}" if named
             else f"COBALTLITE_STATE_DIR is unset, so {state_dir} is used")
 
 
+_Client = TypeVar("_Client", bound=UserSocketClient)
+
+
 @contextmanager
-def connect_queue_manager() -> Iterator[QueueManagerClient]:
+def _connect_user_socket(object_id: str, socket_path: Path, client: type[_Client]
+                         ) -> Iterator[_Client]:
+    config = instance_paths()
+    with connect(f"PYRO:{object_id}@./u:{socket_path}") as proxy:
+        yield client(proxy, str(socket_path), _instance_text(config.state_dir))
+
+
+def connect_queue_manager() -> AbstractContextManager[QueueManagerClient]:
     """The queue manager of this instance (found through COBALTLITE_STATE_DIR, see config)."""
-    config = instance_paths()
-    socket_path = config.user_socket
-    with connect(f"PYRO:queue-manager-user@./u:{socket_path}") as proxy:
-        yield QueueManagerClient(proxy, str(socket_path), _instance_text(config.state_dir))
+    return _connect_user_socket("queue-manager-user", instance_paths().user_socket,
+                                QueueManagerClient)
 
 
-@contextmanager
-def connect_system() -> Iterator[SystemControlClient]:
+def connect_system() -> AbstractContextManager[SystemControlClient]:
     """The system component of this instance, on its user socket."""
-    config = instance_paths()
-    socket_path = config.system_admin_socket
-    with connect(f"PYRO:system-control@./u:{socket_path}") as proxy:
-        yield SystemControlClient(proxy, str(socket_path), _instance_text(config.state_dir))
+    return _connect_user_socket("system-control", instance_paths().system_admin_socket,
+                                SystemControlClient)
+
+
+def connect_metrics() -> AbstractContextManager[MetricsClient]:
+    """The metrics monitor of this instance, on its user socket (read-only)."""
+    return _connect_user_socket("metrics-user", instance_paths().metrics_user_socket,
+                                MetricsClient)

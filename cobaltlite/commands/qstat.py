@@ -41,23 +41,27 @@ from cobaltlite.timefmt import format_hms
 PROG = "qstat"
 
 DEFAULT_HEADER = ("JobID", "User", "WallTime", "Nodes", "State", "Location")
-FULL_HEADER = ("JobID", "JobName", "User", "WallTime", "QueuedTime", "RunTime", "TimeRemaining",
-               "Nodes", "State", "Location", "Mode", "Procs", "Preemptable", "Queue",
-               "StartTime", "Index")
+COBALT_FULL_HEADER = ("JobID", "JobName", "User", "WallTime", "QueuedTime", "RunTime",
+                      "TimeRemaining", "Nodes", "State", "Location", "Mode", "Procs",
+                      "Preemptable", "Queue", "StartTime", "Index")
+# Cobalt's -f header, and the estimated start that Cobalt showed only in the long list.
+FULL_HEADER = (*COBALT_FULL_HEADER, "Est_Start_Time")
 # Cobalt's long list (client_utils.py long_header) in its order, with the dependency hold
-# beside the other two, and what a job that has ended can tell at the end. Est_Start_Time is
-# left out: the scheduler publishes no start estimates.
-LONG_HEADER = (*FULL_HEADER[:13], "User_Hold", "Admin_Hold", "Dep_Hold", *FULL_HEADER[13:],
+# beside the other two, and what a job that has ended can tell at the end.
+LONG_HEADER = (*COBALT_FULL_HEADER[:13], "User_Hold", "Admin_Hold", "Dep_Hold",
+               *COBALT_FULL_HEADER[13:],
                "SubmitTime", "Path", "OutputDir", "ErrorPath", "OutputPath", "CobaltLog",
                "InputFile", "Envs", "Command", "Args", "Kernel", "KernelOptions", "ION_Kernel",
                "ION_KernelOptions", "Project", "Dependencies", "S", "Notify", "Score",
-               "Maxtasktime", "attrs", "dep_frac", "user_list", "Geometry", "EndTime",
-               "ExitStatus", "EndReason")
+               "Maxtasktime", "attrs", "dep_frac", "user_list", "Geometry", "Est_Start_Time",
+               "EndTime", "ExitStatus", "EndReason")
 QUEUE_HEADER = ("Name", "Users", "Groups", "MinTime", "MaxTime", "MaxRunning", "MaxQueued",
                 "MaxUserNodes", "MaxNodeHours", "TotalNodes", "State")
 
 MISSING = "-"
 TIME_FORMAT = "%a %b %d %H:%M:%S %Y %z (%Z)"
+ESTIMATE_FORMAT = "%Y-%m-%d %H:%M:%S"
+"""Cobalt's Est_Start_Time format (qstat.py:247-254)."""
 
 
 # ---- values ------------------------------------------------------------------------------------
@@ -74,6 +78,13 @@ def format_score(score: float) -> str:
 
 def format_timestamp(when: float) -> str:
     return time.strftime(TIME_FORMAT, time.localtime(when))
+
+
+def _estimated_start(row: Row, now: float) -> float | None:
+    """The last estimate, but never before now: a job the next pass has not started yet
+    cannot start in the past (Cobalt likewise showed at least now)."""
+    estimate = row.get("est_start")
+    return None if estimate is None else max(estimate, now)
 
 
 def _first_time(*times: float | None) -> float:
@@ -210,6 +221,10 @@ JOB_COLUMNS: dict[str, Column] = {
     "exitstatus": _field("exit_status"),
     # Why the job's last run ended; on a queued job, why it was resubmitted (a failure).
     "endreason": _field("end_reason"),
+    # Queued jobs the last scheduling pass's estimate reached (queue_manager/estimates.py).
+    "est_start_time": Column(_estimated_start,
+                             lambda when: time.strftime(ESTIMATE_FORMAT, time.localtime(when)),
+                             needs=("est_start",)),
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from cobaltlite.machine.bgp import BGPMachine
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.flat import FlatMachine
@@ -19,3 +21,13 @@ def build_machine(
     if isinstance(description, FlatDescription):
         return FlatMachine(description, failures=failures, alpha=alpha, beta=beta)
     return BGPMachine(description, failures=failures, alpha=alpha, beta=beta)
+
+
+def set_out_of_service(machine: Machine, failed: Iterable[str]) -> None:
+    """Make `failed` exactly the machine's components out of service (a replica catching up)."""
+    failed = set(failed)
+    before = set(machine.failed_components())
+    for name in before - failed:
+        machine.unfail(name)
+    for name in failed - before:
+        machine.fail(name)

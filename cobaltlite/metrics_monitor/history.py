@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sqlalchemy import Column, Float, Index, MetaData, String, Table, insert, select
+from sqlalchemy import (
+    Column,
+    Float,
+    Index,
+    MetaData,
+    String,
+    Table,
+    delete,
+    desc,
+    insert,
+    select,
+)
 
 from cobaltlite.queue_manager.store import make_engine
 
@@ -36,8 +47,17 @@ class MetricHistory:
         with self.engine.begin() as connection:
             connection.execute(insert(metric_samples), rows)
 
-    def since(self, time: float) -> list[tuple[float, dict[str, float]]]:
-        """Samples from `time` on, oldest first, each as (time, {metric: value})."""
+    def since(self, time: float, limit: int | None = None
+              ) -> list[tuple[float, dict[str, float]]]:
+        """Samples from `time` on (the last `limit` of them), oldest first, each as
+        (time, {metric: value})."""
+        times = select(metric_samples.c.time).where(metric_samples.c.time >= time).distinct()
+        if limit is not None:
+            first = (select(times.subquery().c.time).order_by(desc("time")).offset(limit - 1)
+                     .limit(1))
+            with self.engine.connect() as connection:
+                cut = connection.execute(first).scalar()
+            time = time if cut is None else cut
         query = (select(metric_samples.c.time, metric_samples.c.metric, metric_samples.c.value)
                  .where(metric_samples.c.time >= time).order_by(metric_samples.c.time))
         samples: dict[float, dict[str, float]] = {}
@@ -45,6 +65,11 @@ class MetricHistory:
             for when, metric, value in connection.execute(query):
                 samples.setdefault(when, {})[metric] = value
         return list(samples.items())
+
+    def forget_before(self, time: float) -> None:
+        """Delete the samples older than `time` (the retention)."""
+        with self.engine.begin() as connection:
+            connection.execute(delete(metric_samples).where(metric_samples.c.time < time))
 
     def close(self) -> None:
         self.engine.dispose()

@@ -45,7 +45,16 @@ PASS_INPUTS: dict[str, str] = {
     "min_wall_time": "the shortest wall_time among the jobs being scored",
     "now": "the current time in seconds",
 }
+USER_INPUTS: dict[str, str] = {
+    "user_usage": "the job owner's decayed usage as a share of the machine, 0 to 1 (half-life "
+                  "configurable; cobaltlite/policy/usage.py); read only by functions naming it",
+}
 _QUEUE_STATS = frozenset({"max_queued_time", "max_wall_time", "min_wall_time"})
+
+
+def _no_usage(_user: str) -> float:
+    """Where no usage is kept (a policy check on sample jobs): nobody has used anything."""
+    return 0.0
 
 
 class PolicyError(CobaltliteError):
@@ -77,6 +86,9 @@ class PassInputs:
     max_queued_time: float = 0.0
     max_wall_time: float = 0.0
     min_wall_time: float = 0.0
+    # user -> `user_usage`, called per job only by functions that name that input (so usage
+    # costs nothing to the others); a UsageLedger's `share` where usage is kept.
+    user_usage: Callable[[str], float] = _no_usage
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,11 @@ class UtilityFunction:
     @property
     def needs_queue_stats(self) -> bool:
         return not _QUEUE_STATS.isdisjoint(self.parameters)
+
+    @property
+    def needs_user_usage(self) -> bool:
+        """Whether the function reads per-user usage: callers keep usage only if some does."""
+        return not USER_INPUTS.keys().isdisjoint(self.parameters)
 
     def score_jobs(self, jobs: Sequence[ScoredJob], inputs: PassInputs) -> None:
         """Set `score` and `threshold` on every job; raise PolicyError naming the job at fault
@@ -158,12 +175,12 @@ def make_utility(
                 f"utility function {name!r}: parameter {param.name!r} must be a plain named "
                 "parameter (no *args, **kwargs or positional-only parameters)"
             )
-        if param.name in JOB_INPUTS or param.name in PASS_INPUTS:
+        if param.name in JOB_INPUTS or param.name in PASS_INPUTS or param.name in USER_INPUTS:
             inputs.append(param.name)
         elif param.default is not param.empty:
             tunables.add(param.name)
         else:
-            known = ", ".join(sorted({*JOB_INPUTS, *PASS_INPUTS}))
+            known = ", ".join(sorted({*JOB_INPUTS, *PASS_INPUTS, *USER_INPUTS}))
             raise PolicyError(
                 f"utility function {name!r}: unknown input {param.name!r} "
                 f"(known inputs: {known}; other parameters need a default value)"
@@ -178,12 +195,14 @@ def make_utility(
 
 
 def _adapter(inputs: Iterable[str], with_options: bool) -> Callable[..., Any]:
-    """Compile `lambda f, j, c, o: f(queued_time=j.queued_time, n_s=c.n_s, ..., **o)`.
+    """Compile `lambda f, j, c, o: f(queued_time=j.queued_time, n_s=c.n_s, ..., **o)`
+    (`user_usage=c.user_usage(j.user_name)` for the per-user input).
 
     Generated once per function from validated identifiers (never from user text), this turns
     per-job scoring into one plain call with attribute reads, the cheapest Python can do.
     """
-    args = [f"{p}=j.{p}" if p in JOB_INPUTS else f"{p}=c.{p}" for p in inputs]
+    args = [f"{p}=j.{p}" if p in JOB_INPUTS else
+            f"{p}=c.{p}(j.user_name)" if p in USER_INPUTS else f"{p}=c.{p}" for p in inputs]
     if with_options:
         args.append("**o")
     namespace: dict[str, Any] = {}
@@ -254,8 +273,16 @@ def balanced(
     return balance_factor * s_w + (1.0 - balance_factor) * s_r
 
 
+def fairshare(user_usage):
+    """S = 1/(1 + u), u the owner's decayed usage share: the user who used least goes first;
+    a user's own jobs (equal scores) keep submission order (seed 004 §4's fairshare; the
+    formula is ours, docs/fairness.md)."""
+    return 1.0 / (1.0 + user_usage)
+
+
 BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    f.__name__: f for f in (fcfs, fat, wfp1, wfp3, fcsj, unicef, default, high_prio, balanced)
+    f.__name__: f
+    for f in (fcfs, fat, wfp1, wfp3, fcsj, unicef, default, high_prio, balanced, fairshare)
 }
 
 

@@ -13,7 +13,10 @@ from cobaltlite.argtypes import moment, positive_float, positive_int
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.faults.predictor import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
 from cobaltlite.jobs.queues import load_queue_config
+from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, check_half_life
 from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction
+from cobaltlite.qsim.eet import eet_markdown, print_eet
+from cobaltlite.qsim.eet_command import share_model
 from cobaltlite.qsim.fairness import FAIR_START_METHODS
 from cobaltlite.qsim.metrics import (
     metrics_markdown,
@@ -38,6 +41,7 @@ subcommands (given first, instead of --trace):
   qsim sweep FILE [--out DIR] [--scheduler ADDRESS]   run an experiment file's grid of replays
   qsim report DIR                                     HTML page + PNG figures of a replay or sweep
   qsim configure-queues --trace FILE --machine flat:N  queue partitions from a history (seed 002)
+  qsim eet TRACE --machine flat:N [--out DIR]         score a trace's recorded schedule by EETs
   (qsim sweep --help, qsim report --help say more; docs/experiments.md describes the files)
 
 examples:
@@ -94,6 +98,15 @@ def _rate(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
     return value
+
+
+def _half_life_hours(text: str) -> float:
+    try:
+        return check_half_life(float(text) * 3600.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of hours") from None
+    except InputError:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of hours > 0") from None
 
 
 def _whole_number(text: str) -> int:
@@ -286,6 +299,21 @@ def build_parser() -> argparse.ArgumentParser:
                         help="predictor sensitivity (default: 0.6)")
     faults.add_argument("--specificity", type=_rate, default=PAPER_SPECIFICITY, metavar="P",
                         help="predictor specificity (default: 0.6)")
+    fairness = parser.add_argument_group(
+        "user-aware metrics and fairshare (seed 004; docs/fairness.md)")
+    fairness.add_argument(
+        "--eet", action="store_true",
+        help="score the replay by expected end times: per-user violated EETs, tardiness and "
+        "weighted tardiness (table, summary.json; with --out, box plots and a heatmap)")
+    fairness.add_argument(
+        "--eet-shares", type=Path, metavar="FILE",
+        help="expected share per user for --eet (implies it): lines 'USER NODES' summing to "
+        "the machine (default: the machine divided equally among the users with jobs in the "
+        "replay)")
+    fairness.add_argument(
+        "--usage-half-life", type=_half_life_hours, default=DEFAULT_HALF_LIFE, metavar="HOURS",
+        help="half-life of the per-user usage that fairshare policies read (user_usage; "
+        f"default: {DEFAULT_HALF_LIFE / 3600:g})")
     parser.add_argument(
         "--out", type=Path, metavar="DIR",
         help="write DIR/accounting.log and DIR/summary.json (DIR/POLICY/... with several policies)"
@@ -329,7 +357,7 @@ def _policy(name: str, args: argparse.Namespace) -> UtilityFunction:
     return policy_named(name, dict(args.policy_param), args.utility_file)
 
 
-SUBCOMMANDS = ("sweep", "report", "configure-queues")
+SUBCOMMANDS = ("sweep", "report", "configure-queues", "eet")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -338,6 +366,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from cobaltlite.partitioning import command
 
         return command.main(argv[1:])
+    if argv and argv[0] == "eet":
+        from cobaltlite.qsim import eet_command
+
+        return eet_command.main(argv[1:])
     if argv and argv[0] in SUBCOMMANDS:
         # Imported only here: a plain replay never loads Dask, pyarrow or matplotlib.
         from cobaltlite.experiments import commands
@@ -359,6 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports = []
     try:
         tuning = _tuning(args.tuning)
+        eet_model = share_model(args.eet_shares) if args.eet or args.eet_shares else None
         policies = [_policy(name, args) for name in names]
         queue_config = None if args.queues is None else load_queue_config(args.queues)
         queue_policies = {q["policy"]: _policy(q["policy"], args)
@@ -379,6 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 weibull_shape=args.weibull_shape, failure_seed=args.failure_seed,
                 repair_time=args.repair_time, predictor=args.predictor,
                 sensitivity=args.sensitivity, specificity=args.specificity,
+                eet=eet_model, usage_half_life=args.usage_half_life,
                 reservations=args.reservations,
             )
             began = time.perf_counter()
@@ -406,6 +440,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_comparison(named)
     else:
         print_metrics(first.metrics, title=f"{title}, {first.settings.policy.name}")
+    if eet_model is not None:
+        eet_named = [(r.settings.policy.name, r.metrics["eet"]) for r, _ in reports]
+        if args.markdown:
+            print("\n" + eet_markdown(eet_named))
+        else:
+            print_eet(eet_named)
     if not args.quiet:
         for report, elapsed in reports:
             jobs = len(report.result.outcomes)

@@ -47,6 +47,7 @@ from cobaltlite.jobs import lifecycle, queues
 from cobaltlite.jobs.lifecycle import JobStatus
 from cobaltlite.jobs.queues import QueueLoad, SettingError
 from cobaltlite.machine.model import Machine, PlaceSet
+from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, UsageLedger
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
 from cobaltlite.reservations.model import Reservation, Window
@@ -137,6 +138,7 @@ class Qsim:
         failures: Sequence[FailureEvent] | None = None,
         repair_time: float = DEFAULT_REPAIR_TIME,
         window: int = 1,
+        usage_half_life: float = DEFAULT_HALF_LIFE,
         reservations: Sequence[Reservation] | None = None,
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
@@ -150,6 +152,9 @@ class Qsim:
         is out of service for `repair_time` seconds. None: nothing ever fails.
 
         `window`: the scheduler's allocation window W (seed 000 §3.3; 1 = no reordering).
+
+        `usage_half_life`: seconds, the decay of per-user usage; the usage is kept only when a
+        policy reads it (`user_usage`, as the fairshare policy does).
 
         `reservations`: held over their periods (validated by the caller against `machine`);
         a reservation's own queue `R.<name>` exists for the replay.
@@ -227,6 +232,10 @@ class Qsim:
         self._inputs = PassInputs(
             now=0.0, machine_size=machine.total_nodes, n_s=machine.min_block_size
         )
+        self._usage: UsageLedger | None = None
+        if any(p.needs_user_usage for p in (policy, *self._policies.values())):
+            self._usage = UsageLedger(usage_half_life, self.clock.now)
+            self._inputs.user_usage = self._usage.share_of(machine.total_nodes)
         self.scheduler = Scheduler(self, self, self.clock, backfill, window,
                                    self.windows if self._reservations else None)
         self._run_pass = pass_runner or self.scheduler.iterate
@@ -294,9 +303,21 @@ class Qsim:
         if key is not None:
             insort(self._ranked, job, key=key)
 
+    def _dequeue(self, job: SimJob) -> None:
+        """`job` leaves the queue (it starts, or its queue died)."""
+        del self._queue[job.jobid]
+        key = self._ranked_by
+        if key is not None:
+            ranked = self._ranked
+            del ranked[bisect_left(ranked, key(job), key=key)]  # keys are unique (job id)
+
     def queued_jobs(self) -> list[SimJob]:
         """The jobs waiting now, unscored (for monitors)."""
         return list(self._queue.values())
+
+    def running_jobs(self) -> list[SimJob]:
+        """The jobs running now (with queued_jobs, what a forked replay starts from)."""
+        return list(self._running.values())
 
     def start_job(self, jobid: int, location: str) -> bool:
         job = self._queue.get(jobid)
@@ -308,17 +329,15 @@ class Qsim:
         job.status = lifecycle.launched(lifecycle.start(job.status).status).status
         now = self.clock.now()
         job.allocated_nodes = self._machine.allocate(location, jobid, now + job.wall_time)
-        del self._queue[jobid]
-        key = self._ranked_by
-        if key is not None:
-            ranked = self._ranked
-            del ranked[bisect_left(ranked, key(job), key=key)]  # keys are unique (job id)
+        self._dequeue(job)
         job.start_time = now
         job.location = location
         job.end_time = now + min(job.run_time, job.wall_time)
         self._running[jobid] = job
         if self._limited:
             self._loads[job.queue].started(job.user_name, job.size)
+        if self._usage is not None:
+            self._usage.started(job.user_name, job.size, now)
         heapq.heappush(self._ends, (job.end_time, jobid))
         self.observer.started(job, now)
         return True
@@ -400,8 +419,19 @@ class Qsim:
             if res.owns_queue and res.is_over(now) and self._queues[name]["state"] != "dead":
                 self._queues[name] = {**self._queues[name], "state": "dead"}
                 for job in [j for j in self._queue.values() if j.queue == name]:
-                    del self._queue[job.jobid]
+                    self._dequeue(job)
                     self._held[job.jobid] = job
+
+    def _reservations_give_up(self, t: float, other_events: bool, give_up: float) -> float:
+        """When a run whose queue only reservations can still change stops: once each has
+        ended, or (cyclic) gone round once more with nothing started; inf while other events
+        (`other_events`) remain. `give_up` is the value so far."""
+        if other_events:
+            return float("inf")
+        if give_up == float("inf"):
+            return max(t + r.cycle + r.duration if r.cycle else r.end
+                       for r in self._reservations)
+        return give_up
 
     def _next_boundary(self, after: float) -> float:
         """The first reservation period start or end later than `after` (inf: none)."""
@@ -455,12 +485,8 @@ class Qsim:
             if reserved:
                 if next_window <= t:
                     t = next_window
-                if next_i < total or ends or repairs:
-                    give_up = inf
-                elif give_up == inf:  # only reservations can change anything now: stop once
-                    # each has ended, or (cyclic) gone round once more with nothing started
-                    give_up = max(t + r.cycle + r.duration if r.cycle else r.end
-                                  for r in self._reservations)
+                give_up = self._reservations_give_up(t, bool(next_i < total or ends or repairs),
+                                                     give_up)
                 if t > give_up:
                     break
                 next_window = self._next_boundary(t)
@@ -533,6 +559,8 @@ class Qsim:
         heapq.heapify(self._ends)
         job.failed_runs += 1
         job.lost_node_seconds += job.allocated_nodes * (now - job.start_time)
+        if self._usage is not None:
+            self._usage.stopped(job.user_name, job.size, job.start_time, now)
         self.observer.killed_by_failure(job, now, component)
         job.status = lifecycle.requeued(job.status).status
         if self._limited:
@@ -543,6 +571,8 @@ class Qsim:
 
     def _finish(self, job: SimJob, now: float) -> None:
         self._machine.release(job.jobid)
+        if self._usage is not None:
+            self._usage.stopped(job.user_name, job.size, job.start_time, now)
         killed = job.run_time > job.wall_time
         if killed:
             job.status = lifecycle.walltime_reached(job.status).status

@@ -38,6 +38,7 @@ from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, fcfs
 from cobaltlite.qsim.engine import Qsim, SimJob
+from cobaltlite.qsim.fork import ForkedReplay
 from cobaltlite.qsim.outcome import JobOutcome
 from cobaltlite.scheduler.scheduler import Backfill
 
@@ -57,79 +58,6 @@ class Settings:
 SettingsAt = Callable[[float], Settings]
 
 
-class _Started(Exception):
-    """Raised inside a forked replay the moment the job it is about starts."""
-
-
-class _Fork(Qsim):
-    target = -1
-    by_submission = False
-    """Set by `_forked_start` under FCFS, W = 1, EASY or no backfilling, when `_whole_times`
-    holds: passes then see only the jobs that can matter (`schedulable_jobs`)."""
-
-    def schedulable_jobs(self) -> list[SimJob]:
-        """The queue, scored; under `by_submission`, only the jobs that can matter to this pass.
-
-        Under `by_submission` the rank order is the queue's (submission) order at every pass, so
-        it is known without scoring. A job needs at least its size in idle nodes to start, and
-        idle nodes only shrink during a pass. So when no queued job fits, the pass starts
-        nothing and is skipped (a fork has no arrivals; a pass changes nothing but by starting
-        jobs). Otherwise, of the jobs that do not fit, only the first in rank order can be the
-        pass's top job (the one EASY protects); the others are tried only by the cut and the
-        backfill, which cannot place them, and W = 1 reserves nothing for them. Dropping them
-        changes no start; the jobs kept are scored as the full queue would score them (FCFS
-        reads no queue statistics; its score and threshold are the queued time, set here
-        directly)."""
-        if not self.by_submission:
-            return super().schedulable_jobs()
-        idle = self._machine.idle_nodes()
-        kept: list[SimJob] = []
-        blocked = False
-        for job in self._queue.values():
-            if job.size <= idle:
-                kept.append(job)
-            elif not blocked:
-                blocked = True
-                kept.append(job)
-        if len(kept) == blocked:
-            return []
-        now = self.clock.now()
-        for job in kept:  # FCFS's score and threshold: the queued time (as score_jobs sets them)
-            job.queued_time = job.score = job.threshold = now - job.submit_time
-        return kept
-
-    def ranked_jobs(self) -> list[SimJob] | None:
-        """Under `by_submission`, None: `schedulable_jobs` keeps only the jobs that matter."""
-        return None if self.by_submission else super().ranked_jobs()
-
-    def run_to_target(self) -> float:
-        """Qsim.run's loop for a fork, until the target starts (`_Started`): a fork has no
-        arrivals, failures or hooks, so its events are the job ends, each followed by the pass;
-        an end only frees the job's place (no outcome, sample or load is kept for a fork)."""
-        ends, queue, running = self._ends, self._queue, self._running
-        machine, clock, iterate = self._machine, self.clock, self.scheduler.iterate
-        pop, release = heapq.heappop, machine.release
-        try:
-            while ends:
-                t = ends[0][0]
-                clock.advance_to(t)
-                while ends and ends[0][0] == t:
-                    jobid = pop(ends)[1]
-                    del running[jobid]
-                    release(jobid)
-                if queue and machine.has_free_capacity():
-                    iterate()
-        except _Started:
-            return clock.now()
-        raise AssertionError(f"job {self.target} never started in its forked replay")
-
-    def start_job(self, jobid: int, location: str) -> bool:
-        started = super().start_job(jobid, location)
-        if started and jobid == self.target:
-            raise _Started
-        return started
-
-
 @dataclass
 class _Handover:
     """A shared fork's state handed on to a fork of its own (`_SharedFork.start_job`): jobs
@@ -143,21 +71,21 @@ class _Handover:
     next_submission: int | None
 
 
-class _SharedFork(_Fork):
+class _SharedFork(ForkedReplay):
     """One forked replay serving consecutive jobs (docs/metric-aware.md, D000-5, "Shared forks").
 
-    Used only where `by_submission` holds on a flat machine. It starts as the fork of its first
-    job (the head); each later job joins at its submission, last in the queue, while the fork is
-    open. A joined job j is tried last in every pass, so until it starts it changes no other
-    job's start: the fork is the fork of j as well. When j can start, that instant is its FST;
-    j really starts (and the fork goes on as the fork of j, for the jobs after it) only if every
-    job served before j has started. Otherwise the forks of the earlier jobs must not hold j and
-    those of the later ones must hold it started: j leaves this fork, which serves only the
-    earlier jobs from then on and takes no new job, and the later jobs are handed on
-    (`handed_on`) to a fork of their own that starts from this instant with j started.
+    Used only where `fixed_order` holds (FCFS, whole times) on a flat machine. It starts as the
+    fork of its first job (the head); each later job joins at its submission, last in the queue,
+    while the fork is open. A joined job j is tried last in every pass, so until it starts it
+    changes no other job's start: the fork is the fork of j as well. When j can start, that
+    instant is its FST; j really starts (and the fork goes on as the fork of j, for the jobs
+    after it) only if every job served before j has started. Otherwise the forks of the earlier
+    jobs must not hold j and those of the later ones must hold it started: j leaves this fork,
+    which serves only the earlier jobs from then on and takes no new job, and the later jobs are
+    handed on (`handed_on`) to a fork of their own that starts from this instant with j started.
     """
 
-    by_submission = True
+    fixed_order = True
 
     def __init__(self, machine: Machine, settings: Settings, backfill: Backfill,
                  fair: dict[int, float], submissions: Sequence[JobOutcome],
@@ -197,10 +125,10 @@ class _SharedFork(_Fork):
         return False
 
     def run_serving(self, settings_at: SettingsAt) -> None:
-        """Until every job served has its FST: `_Fork.run_to_target` with the later submissions
-        joining as events, after the ends of their instant and before its pass, as in Qsim. A
-        job joins only while the fork is open and the settings in force at its submission are
-        the fork's; the first pass is at the fork's own instant."""
+        """Until every job served has its FST: `ForkedReplay.run_to_target` with the later
+        submissions joining as events, after the ends of their instant and before its pass, as
+        in Qsim. A job joins only while the fork is open and the settings in force at its
+        submission are the fork's; the first pass is at the fork's own instant."""
         ends, queue, running = self._ends, self._queue, self._running
         machine, clock, iterate = self._machine, self.clock, self.scheduler.iterate
         pop, release = heapq.heappop, machine.release
@@ -338,26 +266,23 @@ def _sim_job(o: JobOutcome) -> SimJob:
 def _forked_start(target: JobOutcome, t: float, running: list[JobOutcome],
                   queued: list[JobOutcome], machine: Machine, backfill: Backfill,
                   settings: Settings, whole_times: bool) -> float:
-    fork = _Fork([], machine, settings.policy, backfill, window=settings.window)
+    fork = ForkedReplay([], machine, settings.policy, backfill, window=settings.window)
     fork.target = target.jobid
-    fork.by_submission = _ranks_by_submission(settings, backfill, whole_times)
+    fork.fixed_order = _ranks_by_submission(settings, backfill, whole_times)
     _resume(fork, t, running, queued)
-    try:
-        fork.scheduler.iterate()
-    except _Started:
-        return t
     return fork.run_to_target()
 
 
 def _ranks_by_submission(settings: Settings, backfill: Backfill, whole_times: bool) -> bool:
     """Under FCFS with whole times the rank order is the queue's order at every pass (the queued
     jobs come in (submission, jobid) order from _states_at_submission); W = 1 and EASY or no
-    backfilling make the jobs that cannot fit irrelevant (`_Fork.schedulable_jobs`)."""
+    backfilling make the jobs that cannot fit irrelevant (`ForkedReplay.schedulable_jobs`)."""
     return (whole_times and settings.window == 1 and settings.policy.function is fcfs
             and backfill in (Backfill.EASY, Backfill.NONE))
 
 
-def _resume(fork: _Fork, t: float, running: list[JobOutcome], queued: list[JobOutcome]) -> None:
+def _resume(fork: ForkedReplay, t: float, running: list[JobOutcome],
+            queued: list[JobOutcome]) -> None:
     """Fork the replay at `t`: `running` keep their places, `queued` wait."""
     fork.resume(t, [_sim_job(o) for o in running], [_waiting(o) for o in queued])
 

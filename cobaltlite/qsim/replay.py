@@ -35,7 +35,9 @@ from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
+from cobaltlite.policy.usage import DEFAULT_HALF_LIFE
 from cobaltlite.policy.utility import UtilityFunction, builtin_policy
+from cobaltlite.qsim.eet import ShareModel, from_outcomes, score_schedule, write_figures
 from cobaltlite.qsim.engine import DEFAULT_REPAIR_TIME, Qsim, ReplayResult
 from cobaltlite.qsim.fairness import Settings as FairnessSettings
 from cobaltlite.qsim.fairness import SettingsAt, fair_start_times
@@ -93,6 +95,10 @@ class ReplaySettings:
     predictor: str = "window"
     sensitivity: float = PAPER_SENSITIVITY
     specificity: float = PAPER_SPECIFICITY
+    # Seed 004: score the replay by expected end times with this share model (None: not scored),
+    # and the half-life of the per-user usage that fairshare policies read (docs/fairness.md).
+    eet: ShareModel | None = None
+    usage_half_life: float = DEFAULT_HALF_LIFE
     reservations: Path | None = None  # qsim --reservations (cobaltlite/reservations/qsim_file)
 
     @property
@@ -244,6 +250,11 @@ def replay(
     """Replay `settings`. `whole_trace`, when given, is `read_whole_trace(settings, ...)` read
     earlier: the replay windows and scales copies of its jobs and leaves it unchanged, so one
     read serves many replays. The result is the same as reading the file here."""
+    if settings.fair_start != "none" and settings.policy.needs_user_usage:
+        # The forks of fair start times begin from a queue state, not from a usage history.
+        raise InputError(f"--fair-start {settings.fair_start} with policy "
+                         f"{settings.policy.name!r}: fair start times do not carry the per-user "
+                         "usage (user_usage) into their forks; use a policy without it")
     description = load_description(settings.machine, schedulable=settings.schedulable)
     if whole_trace is None:
         trace = read_trace(settings, processors_per_node(settings, description))
@@ -267,6 +278,7 @@ def replay(
         qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer,
                     queue_config=settings.queue_config, policies=settings.queue_policies,
                     failures=failures, repair_time=settings.repair_time, window=settings.window,
+                    usage_half_life=settings.usage_half_life,
                     reservations=reservations)
         tuning = QsimTuning(qsim, settings.tuning) if settings.tuning is not None else None
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
@@ -289,6 +301,12 @@ def replay(
         fair_start_method=settings.fair_start if fair is not None else None,
         failure_events=result.failure_events,
     )
+    if settings.eet is not None:
+        scored = score_schedule(from_outcomes(result.outcomes), result.machine_nodes, settings.eet)
+        metrics["eet"] = scored.summary()
+        if settings.out is not None:
+            write_figures(scored, settings.out, f"{settings.trace.name}, {settings.policy.name}, "
+                          f"{settings.backfill} backfilling")
     report = ReplayReport(settings, result, metrics, list(trace.skipped),
                           len(machine.failure_units()) if settings.has_failures else 0, tuner)
     if settings.out is not None:

@@ -17,6 +17,7 @@ import Pyro5.api
 
 from cobaltlite.policy.utility import PolicyError
 from cobaltlite.queue_manager import limits as lim
+from cobaltlite.queue_manager.estimates import StartEstimator
 from cobaltlite.queue_manager.manager import Caller, QueueManager, SubmissionError
 from cobaltlite.reservations.model import ReservationError
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
@@ -245,8 +246,18 @@ def _reservation_call(call: Callable[[], T]) -> T:
 
 @Pyro5.api.expose
 class ComponentAPI:
-    def __init__(self, manager: QueueManager) -> None:
+    def __init__(self, manager: QueueManager, estimator: StartEstimator | None = None) -> None:
         self._qm = manager
+        self._estimator = estimator
+
+    @Pyro5.api.oneway
+    def estimate_starts(self, backfill: str, window: int, failed: list[str],
+                        places: dict[str, list[str]]) -> None:
+        """After a scheduling pass: estimate the queued jobs' start times again, in the
+        background (queue_manager/estimates.py), for the pass's settings, components out of
+        service and queue -> places mappings."""
+        if self._estimator is not None:
+            self._estimator.request(backfill, window, failed, places)
 
     def ping(self) -> str:
         return "queue-manager"
@@ -269,6 +280,11 @@ class ComponentAPI:
 
     def jobs(self) -> list[dict[str, Any]]:
         return self._qm.jobs()
+
+    def started_since(self, time: float) -> list[tuple[int, float, float]]:
+        """(jobid, submittime, starttime) of the jobs started at `time` or later (the metrics
+        monitor's wait statistics)."""
+        return self._qm.store.started_since(float(time))
 
     def reservation_windows(self) -> list[list[Any]]:
         """The reservation periods ending after now, for the scheduler's pass."""

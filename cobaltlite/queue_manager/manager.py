@@ -7,12 +7,13 @@ what a client sends. The clock is injected, so the same logic can run under Qsim
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import json
 import os
 import threading
 import time
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,8 +28,10 @@ from cobaltlite.machine.runtime import build_machine
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.policy.budget import BudgetExceeded, run_with_budget
 from cobaltlite.policy.registry import PolicyRegistry
+from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, UsageLedger
 from cobaltlite.policy.utility import PassInputs, PolicyError
 from cobaltlite.queue_manager import limits as lim
+from cobaltlite.queue_manager.newest import NewestOnly
 from cobaltlite.queue_manager.store import JobStore
 from cobaltlite.reservations.book import ReservationBook
 from cobaltlite.timefmt import format_hms
@@ -135,29 +138,20 @@ class ScoreWriter:
 
     def __init__(self, store: JobStore) -> None:
         self._store = store
-        self._latest: dict[int, float] | None = None
         self._written: dict[int, float] = {}
-        self._ready = threading.Condition()
-        threading.Thread(target=self._run, name="score writer", daemon=True).start()
+        self._worker = NewestOnly("score writer", self._write)
 
     def submit(self, scores: dict[int, float]) -> None:
-        with self._ready:
-            self._latest = scores
-            self._ready.notify()
+        self._worker.submit(scores)
 
-    def _run(self) -> None:
-        while True:
-            with self._ready:
-                while self._latest is None:
-                    self._ready.wait()
-                scores, self._latest = self._latest, None
-            changed = {j: v for j, v in scores.items() if self._written.get(j) != v}
-            try:
-                self._store.set_scores(changed)
-                self._written = scores
-            except Exception as exc:  # the database is busy or gone: the next pass retries
-                log.warning("scores not saved", error=str(exc))
-            time.sleep(self.INTERVAL)
+    def _write(self, scores: dict[int, float]) -> None:
+        changed = {j: v for j, v in scores.items() if self._written.get(j) != v}
+        try:
+            self._store.set_scores(changed)
+            self._written = scores
+        except Exception as exc:  # the database is busy or gone: the next pass retries
+            log.warning("scores not saved", error=str(exc))
+        time.sleep(self.INTERVAL)
 
 
 class QueueManager:
@@ -171,6 +165,7 @@ class QueueManager:
         policies: PolicyRegistry | None = None,
         default_policy: str = "default",
         dep_frac: float = DEFAULT_DEP_FRAC,
+        usage_half_life: float = DEFAULT_HALF_LIFE,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -183,6 +178,11 @@ class QueueManager:
         self._lock = threading.RLock()
         self._limits: dict[str, Any] | None = None
         self._score_writer = ScoreWriter(store)
+        self.estimated_starts: dict[int, float] = {}
+        """{jobid: estimated start}: replaced whole by queue_manager/estimates.py after each
+        scheduling pass, read by job_table (qstat -f, showstart)."""
+        self._usage_half_life = usage_half_life
+        self._usage: UsageLedger | None = None
         self.reservations = ReservationBook(
             store, accounting, clock,
             lambda: build_machine(description_from_wire(self.system.description())),
@@ -287,12 +287,30 @@ class QueueManager:
     """Columns the queue manager derives (from state, holds, dependencies and queue limits)."""
     _SOURCES = ("state", "user_hold", "admin_hold", "dependencies", "user", "queue", "nodes")
 
+    ESTIMATED = "est_start"
+    """The column of estimated start times: queued jobs the last estimate reached have one
+    (queue_manager/estimates.py), every other row None."""
+
     def job_table(
         self, jobids: Iterable[int] | None = None, fields: Iterable[str] | None = None
     ) -> tuple[list[str], list[list[Any]]]:
         """`jobs` as (column names, value lists); only `fields` when given. The derived columns
-        (DERIVED) travel only when asked for, or when no fields are named."""
+        (DERIVED) and ESTIMATED travel only when asked for, or when no fields are named."""
         wanted = None if fields is None else set(fields)
+        if wanted is not None and self.ESTIMATED not in wanted:
+            return self._job_table(jobids, wanted)
+        if wanted is not None:
+            wanted.discard(self.ESTIMATED)
+            wanted.add("state")
+        names, rows = self._job_table(jobids, wanted)
+        state, estimates = names.index("state"), self.estimated_starts
+        return [*names, self.ESTIMATED], [
+            [*row, estimates.get(row[0]) if row[state] == states.QUEUED else None]
+            for row in rows]
+
+    def _job_table(
+        self, jobids: Iterable[int] | None, wanted: set[str] | None
+    ) -> tuple[list[str], list[list[Any]]]:
         derived = wanted is None or not wanted.isdisjoint(self.DERIVED)
         fetch = wanted
         if wanted is not None:
@@ -717,7 +735,26 @@ class QueueManager:
         the other policies, and scheduling, go on.
         """
         now = self.clock.now()
-        queue_rows = {q["name"]: q for q in self.store.queues()
+        by_policy, adjusted, _queues = self.runnable_jobs(now)
+        ready: list[_Scored] = []
+        for name, jobs in by_policy.items():
+            ready.extend(jobs)
+            kept = self._score(name, jobs, self._inputs(now))
+            if adjusted:
+                for job in jobs:
+                    if job.jobid in adjusted and job.jobid not in kept:
+                        job.score += adjusted[job.jobid]
+        self._score_writer.submit({j.jobid: j.score for j in ready})
+        # Compact rows (jobid, size, wall_time, score, threshold, queue): a pass may carry
+        # 10,000. The queue says where a job may run (queues mapped to places, reservations).
+        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold, j.queue] for j in ready]
+
+    def runnable_jobs(self, now: float) -> tuple[dict[str, list[_Scored]], dict[int, float],
+                                                 list[dict[str, Any]]]:
+        """The jobs a pass at `now` may start, unscored, by policy name; their score
+        adjustments (cqadm --score); and every queue (the scheduled ones decide what runs)."""
+        every_queue = self.store.queues()
+        queue_rows = {q["name"]: q for q in every_queue
                       if q["state"] in queues.SCHEDULED_STATES}
         candidates = [row for row in self.store.queued_for_scoring()
                       if row[6] in queue_rows and not row[8] and not row[9]]
@@ -738,22 +775,42 @@ class QueueManager:
                 queue["priority"], score, score))
             if adjust:
                 adjusted[jobid] = adjust
-        ready: list[_Scored] = []
-        for name, jobs in by_policy.items():
-            ready.extend(jobs)
-            kept = self._score(name, jobs, self._inputs(now))
-            if adjusted:
-                for job in jobs:
-                    if job.jobid in adjusted and job.jobid not in kept:
-                        job.score += adjusted[job.jobid]
-        self._score_writer.submit({j.jobid: j.score for j in ready})
-        # Compact rows (jobid, size, wall_time, score, threshold, queue): a pass may carry
-        # 10,000. The queue says where a job may run (queues mapped to places, reservations).
-        return [[j.jobid, j.size, j.wall_time, j.score, j.threshold, j.queue] for j in ready]
+        return by_policy, adjusted, every_queue
 
     def _inputs(self, now: float) -> PassInputs:
         limits = self.limits()
-        return PassInputs(now, limits["machine_nodes"], limits["min_block_size"])
+        return PassInputs(now, limits["machine_nodes"], limits["min_block_size"],
+                          user_usage=self._ledger().share_of(limits["machine_nodes"]))
+
+    def _ledger(self) -> UsageLedger:
+        """The per-user usage (fairshare's `user_usage`), built on first use from the store:
+        the finished usage it kept, then the jobs running now."""
+        with self._lock:
+            if self._usage is None:
+                ledger = UsageLedger(self._usage_half_life, self.clock.now)
+                ledger.restore(self.store.user_usage())
+                for job in self.store.jobs(states=list(states.ACTIVE_STATES)):
+                    if job["starttime"] is not None:
+                        ledger.started(job["user"], job["nodes"], job["starttime"])
+                self._usage = ledger
+            return self._usage
+
+    @contextlib.contextmanager
+    def _charge(self, job: Mapping[str, Any], end_time: float
+                ) -> Iterator[tuple[str, float, float] | None]:
+        """Count the run of `job` (if it started) in its owner's usage and give the usage row
+        to store with the job's change. If that change fails, the charge did not land: the
+        usage is rebuilt from the store at its next use, so a repeated end is charged once."""
+        if job["starttime"] is None:
+            yield None
+            return
+        ledger = self._ledger()
+        ledger.stopped(job["user"], job["nodes"], job["starttime"], end_time)
+        try:
+            yield ledger.finished(job["user"])
+        except BaseException:
+            self._usage = None
+            raise
 
     def _score(self, name: str, jobs: list[_Scored], inputs: PassInputs) -> Container[int]:
         """Score `jobs` with policy `name`; return the ids of jobs that kept their previous
@@ -812,6 +869,7 @@ class QueueManager:
             except Refused as exc:
                 log.info("job start refused", jobid=jobid, reason=str(exc))
                 return False
+            usage = self._ledger()  # built before the start, so the start is counted once
             if not self.store.update_job(jobid, {"state": outcome.status.state,
                                                  "location": location},
                                          expect_states=[states.QUEUED]):
@@ -828,6 +886,7 @@ class QueueManager:
             now = self.clock.now()
             self.store.update_job(jobid, {"state": states.RUNNING, "starttime": now},
                                   expect_states=[states.STARTING])
+            usage.started(job["user"], job["nodes"], now)
         self._write(("S",), {**job, "starttime": now}, now)
         log.info("job started", jobid=jobid, location=location, forced=forced)
         return True
@@ -841,8 +900,10 @@ class QueueManager:
             records_: tuple[str, ...] = lifecycle.ended(self._job_status(job)).records
             if reason == "walltime":
                 records_ = ("A", *records_)
-            self.store.update_job(jobid, {"state": states.DONE, "endtime": end_time,
-                                          "exit_status": exit_status, "end_reason": reason})
+            with self._charge(job, end_time) as usage:
+                self.store.update_job(jobid, {"state": states.DONE, "endtime": end_time,
+                                              "exit_status": exit_status, "end_reason": reason},
+                                      usage=usage)
         self._write(records_, job, end_time, exit_status=exit_status)
         log.info("job ended", jobid=jobid, exit_status=exit_status, reason=reason)
         self._parent_left(job, exit_status)
@@ -895,9 +956,11 @@ class QueueManager:
             if not resubmit or job["state"] == states.KILLING:
                 return self.job_ended(jobid, None, FAILURE_END_REASON, end_time)
             outcome = lifecycle.requeued(self._job_status(job))
-            self.store.update_job(jobid, {"state": outcome.status.state, "location": None,
-                                          "starttime": None, "end_reason": FAILURE_END_REASON},
-                                  expect_states=[job["state"]])
+            with self._charge(job, end_time) as usage:
+                self.store.update_job(jobid, {"state": outcome.status.state, "location": None,
+                                              "starttime": None,
+                                              "end_reason": FAILURE_END_REASON},
+                                      expect_states=[job["state"]], usage=usage)
         self._write(outcome.records, job, end_time)
         log.info("job requeued after a failure", jobid=jobid, component=component,
                  location=job["location"])

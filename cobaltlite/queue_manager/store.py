@@ -131,6 +131,16 @@ counters_table = Table(
     Column("value", Integer, nullable=False),
 )
 
+# Each user's finished usage, decayed to `reference` (cobaltlite/policy/usage.py): what the
+# fairshare input `user_usage` needs to survive a restart. Running jobs are rebuilt from jobs.
+user_usage_table = Table(
+    "user_usage",
+    metadata,
+    Column("user", String(64), primary_key=True),
+    Column("usage", Float, nullable=False),  # decayed node-seconds at `reference`
+    Column("reference", Float, nullable=False),  # seconds since the epoch
+)
+
 # setres's reservations (cobaltlite/reservations): the row is Reservation.to_row(), whole.
 reservations_table = Table(
     "reservations",
@@ -527,6 +537,16 @@ class JobStore:
         with self.engine.connect() as conn:
             return _read_rows(conn, query, names)
 
+    def started_since(self, time: float) -> list[tuple[int, float, float]]:
+        """(jobid, submittime, starttime) of every job that started at `time` or later, ended
+        or not (the metrics monitor's wait statistics)."""
+        c = jobs_table.c
+        query = (select(c.jobid, c.submittime, c.starttime).where(c.starttime >= time)
+                 .order_by(c.starttime))
+        with self.engine.connect() as conn:
+            return [(int(jobid), float(submit), float(start))
+                    for jobid, submit, start in conn.execute(query)]
+
     def queued_for_scoring(self) -> list[tuple[Any, ...]]:
         """Queued jobs as (jobid, nodes, walltime, submittime, user, project, queue, score,
         user_hold, admin_hold, score_adjust, dependencies): only what a pass reads, because
@@ -551,12 +571,14 @@ class JobStore:
         return found[0] if found else None
 
     def update_job(
-        self, jobid: int, changes: Mapping[str, Any], *, expect_states: Iterable[str] | None = None
+        self, jobid: int, changes: Mapping[str, Any], *, expect_states: Iterable[str] | None = None,
+        usage: tuple[str, float, float] | None = None,
     ) -> bool:
         """Change a job; with `expect_states`, only if it is still in one of them.
 
         The state test is part of the UPDATE, so two components racing on one job cannot both
-        win (for example a qdel and a start).
+        win (for example a qdel and a start). `usage` (user, usage, reference) replaces that
+        user's usage row in the same transaction, so a job's end and its charge land together.
         """
         stmt = update(jobs_table).where(jobs_table.c.jobid == jobid)
         if expect_states is not None:
@@ -565,6 +587,8 @@ class JobStore:
             with self.engine.begin() as conn:
                 if conn.execute(stmt.values(**changes)).rowcount != 1:
                     return False
+                if usage is not None:
+                    _put_usage(conn, *usage)
             if self._unfinished is not None:
                 self._unfinished.update(jobid, changes)
             return True
@@ -590,6 +614,13 @@ class JobStore:
         commits in the order they happened (a no-op without the copy). Not the copy's own
         lock: readers (qstat, a pass) must not wait for a commit's disk or network I/O."""
         return self._write_order if self._unfinished is not None else nullcontext()
+
+    def user_usage(self) -> list[tuple[str, float, float]]:
+        """Every user's (user, finished usage, reference time) as last charged."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(user_usage_table.c.user, user_usage_table.c.usage,
+                                       user_usage_table.c.reference))
+            return [(row[0], row[1], row[2]) for row in rows]
 
     # ---- queues -----------------------------------------------------------------------
 
@@ -688,6 +719,15 @@ class JobStore:
                             .values(value=c.value + 1)).rowcount != 1:
                 conn.execute(insert(counters_table).values(name="resid", value=1))
             return int(conn.execute(select(c.value).where(c.name == "resid")).scalar_one())
+
+
+def _put_usage(conn: Connection, user: str, usage: float, reference: float) -> None:
+    """Replace `user`'s usage row: an UPDATE, else an INSERT (one writer: no race between)."""
+    table = user_usage_table
+    changed = conn.execute(update(table).where(table.c.user == user)
+                           .values(usage=usage, reference=reference)).rowcount
+    if not changed:
+        conn.execute(insert(table).values(user=user, usage=usage, reference=reference))
 
 
 class _NoSuchQueue(Exception):

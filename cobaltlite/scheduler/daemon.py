@@ -35,10 +35,12 @@ log = structlog.get_logger("scheduler")
 class SchedulerLoop:
     def __init__(self, make_site: Any, clock: Clock, backfill: Backfill, interval: float,
                  stopped_marker: Path | None = None, tuning: TuningScheme | None = None,
-                 read_metrics: Callable[[], Mapping[str, float] | None] | None = None) -> None:
+                 read_metrics: Callable[[], Mapping[str, float] | None] | None = None,
+                 after_pass: Callable[[Scheduler, Any], None] | None = None) -> None:
         """`stopped_marker`: a file that exists while scheduling is stopped (schedctl --stop),
         so a stop survives a restart of the scheduler, as Cobalt's saved state kept it.
-        `read_metrics` returns the metrics monitor's latest values (None when it has none)."""
+        `read_metrics` returns the metrics monitor's latest values (None when it has none).
+        `after_pass(scheduler, site)` runs after each complete pass (start estimates)."""
         self._make_site = make_site
         self.clock = clock
         self.backfill = backfill
@@ -53,6 +55,7 @@ class SchedulerLoop:
         self._pass_lock = threading.Lock()
         self.tuner = Tuner(tuning, clock.now())
         self._read_metrics = read_metrics
+        self._after_pass = after_pass
         self._site: Any = None
 
     def run_pass(self) -> list[tuple[int, str]]:
@@ -79,6 +82,8 @@ class SchedulerLoop:
             self.last_error = None
             self.last_pass_seconds = time.perf_counter() - began
             self.passes += 1
+            if self._after_pass is not None:
+                self._after_pass(self._scheduler, self._site)
             for jobid, where in report.started:
                 log.info("job placed", jobid=jobid, location=where)
             return report.started

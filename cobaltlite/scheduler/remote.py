@@ -14,7 +14,7 @@ from typing import Any
 
 from cobaltlite.clock import Clock
 from cobaltlite.machine.model import Machine, PlaceSet
-from cobaltlite.machine.runtime import build_machine
+from cobaltlite.machine.runtime import build_machine, set_out_of_service
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, builtin_policy
 from cobaltlite.reservations.model import Window
@@ -79,11 +79,7 @@ class RemoteSite:
 
     def _sync_failures(self, failed: list[str], forecast: dict[str, Any] | None) -> None:
         machine = self._machine
-        before = set(machine.failed_components())
-        for name in before.difference(failed):
-            machine.unfail(name)
-        for name in set(failed) - before:
-            machine.fail(name)
+        set_out_of_service(machine, failed)
         if forecast is not None:
             entries = [ForecastEntry.from_wire(row) for row in forecast["entries"]]
             machine.failures = failure_source(machine, entries)
@@ -92,6 +88,10 @@ class RemoteSite:
     def ranked_jobs(self) -> None:
         """The daemon's queue manager sends scored jobs: the scheduler ranks them."""
         return None
+
+    def failed_components(self) -> list[str]:
+        """The components out of service as this pass saw them."""
+        return self._machine.failed_components()
 
     def schedulable_jobs(self) -> list[RemoteJob]:
         # Rows are (jobid, size, wall_time, score, threshold, queue).

@@ -1,0 +1,99 @@
+"""Estimated start times (qstat -f's Est_Start_Time, showstart), one estimate per scheduling pass.
+
+After each pass the scheduler asks (a one-way call with its backfilling, its window W and the
+components out of service); the queue manager runs the estimate in a thread of its own and keeps
+the answer in memory, so qstat reads a dictionary and never waits for a replay. Requests that
+arrive while one runs are merged: only the newest matters (newest.py).
+
+The estimate is a forked replay (qsim/fork.py) with the real `Scheduler`: the runnable queued
+jobs of `QueueManager.runnable_jobs`, scored by their queues' policies at each virtual pass; the
+running jobs hold their places until start + requested wall time; no new arrivals; every job runs
+for its requested time; reservations (setres) hold their places over their periods, as the
+scheduler sees them. Held jobs, and jobs of stopped queues, get none. Decisions in
+docs/architecture.md, "Estimated start times".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from cobaltlite.jobs import states
+from cobaltlite.machine.model import Machine, PlaceSet
+from cobaltlite.machine.runtime import build_machine, set_out_of_service
+from cobaltlite.machine.wire import description_from_wire
+from cobaltlite.qsim.engine import SimJob
+from cobaltlite.qsim.fork import estimate_start_times
+from cobaltlite.queue_manager.newest import NewestOnly
+from cobaltlite.reservations.model import Reservation
+from cobaltlite.scheduler.scheduler import Backfill, check_window
+
+log = structlog.get_logger("start-estimates")
+
+_HOLDING = (states.STARTING, states.RUNNING, states.KILLING, states.EXITING)
+_RUNNING_FIELDS = ("nodes", "walltime", "submittime", "user", "project", "queue", "starttime",
+                   "location")
+
+
+class StartEstimator:
+    def __init__(self, manager: Any, system: Any) -> None:
+        """`manager`: the QueueManager whose `estimated_starts` this keeps; `system`: the system
+        component (for the machine's description, read once)."""
+        self._manager = manager
+        self._system = system
+        self._machine: Machine | None = None
+        self.last_error: str | None = None
+        self._worker: NewestOnly[tuple[Backfill, int, list[str], dict[str, PlaceSet]]] = \
+            NewestOnly("start estimates", self._estimate_and_keep)
+
+    def request(self, backfill: str, window: int, failed: list[str],
+                places: dict[str, list[str]]) -> None:
+        """Estimate again (soon, in the estimator's thread) for a scheduler with these
+        settings, these components out of service and these queue -> places mappings.
+        Raises ValueError on bad settings."""
+        self._worker.submit((
+            Backfill(backfill), check_window(window), [str(name) for name in failed],
+            {str(queue): frozenset(map(str, where)) for queue, where in places.items()}))
+
+    def _estimate_and_keep(self, request: tuple[Backfill, int, list[str], dict[str, PlaceSet]]
+                           ) -> None:
+        try:
+            self._manager.estimated_starts = self.estimate(*request)
+            self.last_error = None
+        except Exception as exc:  # a peer down, a policy failing: the next pass retries
+            if str(exc) != self.last_error:
+                log.warning("start times not estimated", error=str(exc))
+            self.last_error = str(exc)
+
+    def estimate(self, backfill: Backfill, window: int, failed: list[str],
+                 places: dict[str, PlaceSet]) -> dict[int, float]:
+        """{jobid: estimated start} for the runnable queued jobs, now."""
+        manager = self._manager
+        now = manager.clock.now()
+        by_policy, _adjusted, queue_rows = manager.runnable_jobs(now)
+        registry = manager.policies
+        policies = {name: registry.get(name)
+                    for name in {q["policy"] for q in queue_rows} | {manager.default_policy}}
+        queued = [SimJob(j.jobid, j.size, j.wall_time, j.wall_time, now - j.queued_time,
+                         j.user_name, j.project, j.queue, queue_priority=j.queue_priority)
+                  for jobs in by_policy.values() for j in jobs]
+        queued.sort(key=lambda j: j.jobid)
+        running = [SimJob(row["jobid"], row["nodes"], float(row["walltime"]),
+                          float(row["walltime"]), row["submittime"], row["user"],
+                          row["project"], row["queue"],
+                          start_time=now if row["starttime"] is None else row["starttime"],
+                          location=row["location"])
+                   for row in manager.store.jobs(states=_HOLDING, fields=_RUNNING_FIELDS)
+                   if row["location"]]
+        reservations = [Reservation.from_row(row) for row in manager.reservations.listing()]
+        return estimate_start_times(self._what_if_machine(failed), now, running, queued,
+                                    policies[manager.default_policy], backfill, window,
+                                    queue_rows, policies, places, reservations)
+
+    def _what_if_machine(self, failed: list[str]) -> Machine:
+        """An empty model of the machine with `failed` out of service (built once)."""
+        if self._machine is None:
+            self._machine = build_machine(description_from_wire(self._system.description()))
+        set_out_of_service(self._machine, failed)
+        return self._machine

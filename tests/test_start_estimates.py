@@ -1,0 +1,158 @@
+"""Estimated start times (qstat -f Est_Start_Time, showstart) equal the real starts when nothing
+new arrives and every job runs for its requested time: in Qsim, and with the live daemons."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from datetime import datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from live import Instance, until
+from test_live_jobs import script
+
+from cobaltlite.machine.catalog import load_description
+from cobaltlite.machine.runtime import build_machine
+from cobaltlite.policy.utility import builtin_policy
+from cobaltlite.qsim.engine import Qsim
+from cobaltlite.qsim.fork import estimate_start_times
+from cobaltlite.reservations.model import Reservation
+from cobaltlite.scheduler.scheduler import Backfill
+from cobaltlite.traces.model import TraceJob
+
+MACHINE = "flat:8"
+
+
+MAPPED = {"mapped": frozenset({"0", "1", "2", "3"})}
+"""Queue `mapped` may use nodes 0-3 only (partadm --queue); queue `default` goes anywhere."""
+
+
+class _EstimateAfterLastArrival:
+    """A Qsim pass hook: at the last submission's pass, estimate every queued job's start."""
+
+    def __init__(self, qsim: Qsim, last_arrival: float, policy: str, backfill: Backfill,
+                 window: int, reservations: list[Reservation]) -> None:
+        self.qsim, self.last_arrival, self.reservations = qsim, last_arrival, reservations
+        self.settings = (builtin_policy(policy), backfill, window)
+        self.estimates: dict[int, float] | None = None
+
+    def before_pass(self, now: float) -> None:
+        pass
+
+    def after_pass(self, now: float) -> None:
+        if now == self.last_arrival:
+            policy, backfill, window = self.settings
+            empty = build_machine(load_description(MACHINE))
+            self.estimates = estimate_start_times(
+                empty, now, self.qsim.running_jobs(), self.qsim.queued_jobs(), policy,
+                backfill, window, queue_places=self.qsim.queue_places,
+                reservations=self.reservations)
+
+
+jobs_strategy = st.lists(
+    st.tuples(st.integers(0, 50), st.integers(1, 8), st.integers(1, 40), st.booleans()),
+    min_size=1, max_size=14)
+
+
+MAINTENANCE = Reservation("maint", start=30, duration=40, places=tuple(map(str, range(8))))
+"""The whole machine reserved over [30, 70): no job may overlap it."""
+
+
+@settings(max_examples=60, deadline=None)
+@given(jobs=jobs_strategy, policy=st.sampled_from(["fcfs", "wfp3", "default", "unicef"]),
+       backfill=st.sampled_from(list(Backfill)), window=st.integers(1, 3),
+       maintenance=st.booleans())
+def test_qsim_estimates_equal_the_starts_when_nothing_new_arrives(
+        jobs: list[tuple[int, int, int, bool]], policy: str, backfill: Backfill,
+        window: int, maintenance: bool) -> None:
+    trace = [TraceJob(i + 1, submit, wall, wall, min(nodes, 4) if mapped else nodes,
+                      queue="mapped" if mapped else "default")
+             for i, (submit, nodes, wall, mapped) in enumerate(jobs)]
+    reservations = [MAINTENANCE] if maintenance else []
+    qsim = Qsim(trace, build_machine(load_description(MACHINE)), builtin_policy(policy),
+                backfill, window=window, reservations=reservations)
+    qsim.queue_places = dict(MAPPED)
+    hook = _EstimateAfterLastArrival(qsim, max(j.submit_time for j in trace), policy,
+                                     backfill, window, reservations)
+    qsim.pass_hook = hook
+    result = qsim.run()
+    assert hook.estimates is not None
+    started_later = {o.jobid: o.start_time for o in result.outcomes
+                     if o.start_time > hook.last_arrival}
+    assert hook.estimates == started_later
+    assert all(int(node) < 4 for o in result.outcomes if o.queue == "mapped"
+               for node in _nodes(o.location))
+
+
+def _nodes(location: str) -> list[str]:
+    """The node numbers of a flat location such as "0-2,5"."""
+    nodes: list[str] = []
+    for part in location.split(","):
+        first, _, last = part.partition("-")
+        nodes += [str(n) for n in range(int(first), int(last or first) + 1)]
+    return nodes
+
+
+# ---- live ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def instance() -> Iterator[Instance]:
+    running = Instance(machine="flat:4").start_retrying()
+    yield running
+    running.stop()
+
+
+def _estimate(instance: Instance, jobid: int) -> float | None:
+    shown = instance.long_listing(jobid)["Est_Start_Time"]
+    return None if shown == "-" else datetime.strptime(shown, "%Y-%m-%d %H:%M:%S").timestamp()
+
+
+def test_live_estimates_equal_the_starts_and_showstart_prints_them(instance: Instance) -> None:
+    """Jobs that outlive their wall time are ended at it: each runs for its requested time.
+    The starts then follow the estimates to within the daemons' polling (a second or two)."""
+    sleeper = script(instance.jobs_dir, "outlive.sh", "sleep 60")
+    first = instance.qsub("-n", "4", "-t", "00:00:06", str(sleeper))
+    instance.wait_for(first, {"running"})
+    queued = [instance.qsub("-n", str(n), "-t", "00:00:05", str(sleeper)) for n in (4, 2, 2)]
+    estimates = until(lambda: (lambda found: found if None not in found else None)(
+        [_estimate(instance, j) for j in queued]), 20, "start estimates of the queued jobs")
+    assert estimates[0] <= estimates[1] <= estimates[2] + 1  # the 2-node jobs after the 4-node one
+
+    shown = instance.command("showstart", str(queued[1]))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == f"job {queued[1]} requires 2 nodes for 00:00:05"
+    assert re.fullmatch(r"Estimated start in \d\d:\d\d:\d\d on \w{3} \w{3} [ \d]\d "
+                        r"\d\d:\d\d:\d\d \d{4}", lines[1]), lines[1]
+    assert lines[2].startswith("Estimated end in ")
+    table = instance.command("qstat", "-f", str(queued[0]))
+    assert table.stdout.splitlines()[0].rstrip().endswith("Est_Start_Time")
+
+    # Each job that must end before another starts adds its own polling lag (a loaded machine
+    # has shown 3.04 s for a chain of two): allow 3 s per link of the chain.
+    for links, jobid, estimate in zip((1, 2, 2), queued, estimates, strict=True):
+        started = instance.wait_for(jobid, {"running", "exiting", "done"}, timeout=60)
+        assert abs(started["starttime"] - estimate) <= 3.0 * links, (jobid, started, estimate)
+    for jobid in (first, *queued):
+        instance.wait_for(jobid, {"done"}, timeout=60)
+    running = instance.command("showstart", str(first))
+    assert running.returncode == 0 and running.stdout.splitlines()[1].startswith("Started ")
+
+
+def test_showstart_refuses_what_it_cannot_estimate(instance: Instance) -> None:
+    missing = instance.command("showstart", "99999")
+    assert (missing.returncode, missing.stdout, missing.stderr) == (
+        1, "", "showstart: job 99999 not found\n")
+    bad = instance.command("showstart", "twelve")
+    assert bad.returncode == 1 and bad.stderr == "showstart: jobid must be an integer: twelve\n"
+    held = instance.qsub("-h", "-n", "1", "-t", "5", "/bin/true")
+    time.sleep(1.5)  # a pass or two
+    shown = instance.command("showstart", str(held))
+    assert shown.returncode == 1
+    assert shown.stderr.startswith(f"showstart: job {held} has no start estimate (it is "
+                                   "user_hold")
+    instance.command("qdel", str(held))
