@@ -60,29 +60,62 @@ def format_record(when: float, kind: str, jobid: object, fields: Mapping[str, ob
     if not kind.isalpha():
         raise ValueError(f"record type {kind!r} is not a letter code")
     ident = str(jobid)
-    if not ident or _BAD_NAME.search(ident):
+    if type(jobid) is not int and (not ident or _BAD_NAME.search(ident)):
         raise ValueError(f"record id {ident!r} is empty or contains a blank, '=', ';' or '\"'")
-    stamp = datetime.fromtimestamp(when, UTC).strftime("%m/%d/%Y %H:%M:%S")
     flat: dict[str, str] = {}
     _flatten(fields, "", flat)
-    message = " ".join(f"{key}={_quote(flat[key])}" for key in sorted(flat))
-    return f"{stamp};{kind};{ident};{message}"
+    message = " ".join([f"{key}={flat[key]}" for key in sorted(flat)])
+    return f"{_stamp(when)};{kind};{ident};{message}"
+
+
+_DATES: dict[int, str] = {}
+"""`MM/DD/YYYY ` of each day (days since the epoch) a record was written for: a replay writes
+hundreds of thousands of records over a few hundred days."""
+
+
+def _stamp(when: float) -> str:
+    """`when` as `MM/DD/YYYY HH:MM:SS` in UTC, truncated to the second."""
+    second = int(when)
+    if second != when:  # datetime rounds fractions to the microsecond first: let it decide
+        return datetime.fromtimestamp(when, UTC).strftime("%m/%d/%Y %H:%M:%S")
+    day, in_day = divmod(second, 86400)
+    date = _DATES.get(day)
+    if date is None:
+        date = _DATES[day] = datetime.fromtimestamp(day * 86400, UTC).strftime("%m/%d/%Y ")
+    hours, in_hour = divmod(in_day, 3600)
+    minutes, seconds = divmod(in_hour, 60)
+    return f"{date}{hours:02d}:{minutes:02d}:{seconds:02d}"
+
+
+_GOOD_NAMES: set[str] = set()
+"""Field names already checked (records repeat the same few dozen names)."""
 
 
 def _flatten(fields: Mapping[str, object], prefix: str, into: dict[str, str]) -> None:
+    """Flattened, quoted values of `fields` into `into`. Numbers are never quoted: their str()
+    has no blank, quote, comma or `=`."""
     for key, value in fields.items():
-        name = f"{prefix}{key}"
-        if not key or _BAD_NAME.search(key):
-            raise ValueError(f"field name {name!r} is empty or contains a blank, '=', ';' or '\"'")
-        if isinstance(value, Mapping):
+        name = f"{prefix}{key}" if prefix else key
+        if key not in _GOOD_NAMES:
+            if not key or _BAD_NAME.search(key):
+                raise ValueError(
+                    f"field name {name!r} is empty or contains a blank, '=', ';' or '\"'")
+            _GOOD_NAMES.add(key)
+        kind = type(value)
+        if kind is int or kind is float:
+            text = str(value)
+        elif kind is str:
+            text = _quote(value)  # type: ignore[arg-type]
+        elif isinstance(value, Mapping):
             _flatten(value, name + ".", into)
             continue
+        elif isinstance(value, list | tuple):
+            text = _quote(":".join(str(item) for item in value))
+        else:
+            text = _quote(str(value))
         if name in into:
             raise ValueError(f"field {name!r} given twice (once nested, once dotted)")
-        if isinstance(value, list | tuple):
-            into[name] = ":".join(str(item) for item in value)
-        else:
-            into[name] = str(value)
+        into[name] = text
 
 
 def _quote(value: str) -> str:

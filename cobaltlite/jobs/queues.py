@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.timefmt import format_hms
 
@@ -321,6 +319,8 @@ def load_queue_config(path: Path) -> list[dict[str, Any]]:
         text = path.read_text()
     except OSError as exc:
         raise InputError(f"--queues {path}: cannot read it: {exc.strerror}") from None
+    import yaml  # only with --queues: a replay without them starts without the YAML parser
+
     try:
         root = yaml.compose(text)
     except yaml.YAMLError as exc:

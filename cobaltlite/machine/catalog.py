@@ -18,8 +18,6 @@ from pathlib import Path
 
 import cobaltlite
 from cobaltlite.errors import InputError
-from cobaltlite.machine.bgp_xml import read_bgp_xml
-from cobaltlite.machine.bgp_yaml import read_bgp_yaml
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -65,6 +63,11 @@ def load_description(
 def _resolve(spec: str) -> BGPDescription | FlatDescription:
     if spec.startswith("flat:"):
         return _flat(spec)
+    # The Blue Gene/P readers (yaml, expat) are imported only for a BG/P machine: a flat
+    # replay starts without them.
+    from cobaltlite.machine.bgp_xml import read_bgp_xml
+    from cobaltlite.machine.bgp_yaml import read_bgp_yaml
+
     shipped = list_shipped_machines()
     if spec in shipped:
         folder = shipped_machines_dir()

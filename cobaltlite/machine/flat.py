@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable
+from itertools import accumulate
 
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits, lowest_bits, mask_to_ranges, ranges_to_mask
@@ -53,6 +54,9 @@ class FlatMachine:
         # jobid -> (node mask, node count, expected end)
         self._held: dict[int, tuple[int, int, float]] = {}
         self._place_sets: dict[PlaceSet, int] = {}
+        # The last place find_location named and its mask: a pass allocates and commits the
+        # place it was just given, so the string need not be parsed back.
+        self._found: tuple[str, int] = ("", 0)
 
     def allocation_size(self, nodes: int) -> int | None:
         return nodes if 0 < nodes <= self.total_nodes else None
@@ -79,17 +83,25 @@ class FlatMachine:
         """`nodes` nodes of the mask `pool` (which has that many): the lowest-numbered, or
         those of lowest P_f over [start, end)."""
         if isinstance(self.failures, NoFailures) or self.beta <= 0:
-            return mask_to_ranges(lowest_bits(pool, nodes))
-        chance = self.failures.chance
-        ranked = sorted(iter_bits(pool), key=lambda n: (chance(str(n), start, end), n))
-        mask = 0
-        for node in ranked[:nodes]:
-            mask |= 1 << node
-        return mask_to_ranges(mask)
+            mask = lowest_bits(pool, nodes)
+        else:
+            chance = self.failures.chance
+            ranked = sorted(iter_bits(pool), key=lambda n: (chance(str(n), start, end), n))
+            mask = 0
+            for node in ranked[:nodes]:
+                mask |= 1 << node
+        location = mask_to_ranges(mask)
+        self._found = (location, mask)
+        return location
+
+    def location_mask(self, location: str) -> int:
+        """The nodes of `location` as a bit mask; ValueError if it is no node range list."""
+        found, mask = self._found
+        return mask if location == found else ranges_to_mask(location)
 
     def allocate(self, location: str, jobid: int, expected_end: float) -> int:
         try:
-            mask = ranges_to_mask(location)
+            mask = self.location_mask(location)
         except ValueError as exc:
             raise MachineError(f"job {jobid}: bad location {location!r}: {exc}") from None
         if mask >> self.total_nodes:
@@ -220,6 +232,7 @@ class FlatPlanner:
         self._bookings: list[tuple[float, float, int]] = []  # (start, end, node mask)
         self._times = [now]
         self._free = [machine._idle]
+        self._low: list[int] | None = None  # see _fits_now
         running_free = machine._idle
         for when in sorted(ends):
             running_free += ends[when]
@@ -240,21 +253,25 @@ class FlatPlanner:
         last = self._breakpoint(end)
         for i in range(first, last):
             self._free[i] -= nodes
+        self._low = None
 
-    def _fits_from(self, i: int, nodes: int, end: float) -> bool:
-        times, free = self._times, self._free
-        while i < len(times) and times[i] < end:
-            if free[i] < nodes:
-                return False
-            i += 1
-        return True
+    def _fits_now(self, nodes: int, end: float) -> bool:
+        """Whether `nodes` stay free from now until `end`. A pass asks this of every waiting job
+        and changes the profile only when one starts, so the running minimum of the free nodes
+        (`_low[i]`: fewest free over segments 0..i) is kept until then: one bisect per job
+        instead of a walk over the segments."""
+        low = self._low
+        if low is None:
+            low = self._low = list(accumulate(self._free, min))
+        k = bisect_left(self._times, end)  # segments 0..k-1 start before `end`
+        return k == 0 or low[k - 1] >= nodes
 
     def location_now(
         self, nodes: int, duration: float, allowed: PlaceSet | None = None
     ) -> str | None:
         end = self._now + duration
         machine = self._machine
-        if nodes > machine._idle or not self._fits_from(0, nodes, end):
+        if nodes > machine._idle or not self._fits_now(nodes, end):
             return None
         if not self._bookings:
             return machine.find_location(nodes, duration, self._now, allowed)
@@ -323,6 +340,7 @@ class FlatPlanner:
         other = FlatPlanner.__new__(FlatPlanner)
         other._machine, other._now = self._machine, self._now
         other._times, other._free = list(self._times), list(self._free)
+        other._low = self._low  # never changed in place: _take drops it
         other._bookings = list(self._bookings)
         return other
 
@@ -330,7 +348,7 @@ class FlatPlanner:
         # Nodes are interchangeable: the free-node profile alone decides, no place is named
         # (unless a place set or a booking names some: then there must be enough of those).
         end = self._now + duration
-        if nodes > self._free[0] or not self._fits_from(0, nodes, end):
+        if nodes > self._free[0] or not self._fits_now(nodes, end):
             return False
         if (allowed is not None or self._bookings) and self.location_now(
                 nodes, duration, allowed) is None:
@@ -361,4 +379,5 @@ class FlatPlanner:
                 self._take(when, end, back.bit_count())
 
     def commit(self, location: str, duration: float) -> None:
-        self._take(self._now, self._now + duration, ranges_to_mask(location).bit_count())
+        self._take(self._now, self._now + duration,
+                   self._machine.location_mask(location).bit_count())

@@ -17,10 +17,12 @@ sum as Cobalt's cqm did; see docs/policy-guide.md.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Protocol
 
 from cobaltlite.errors import CobaltliteError
@@ -97,6 +99,11 @@ class UtilityFunction:
     options: Mapping[str, Any] = field(default_factory=dict)
     # The generated adapter: call(function, job, pass_inputs, options) -> raw result.
     call: Callable[..., Any] = field(repr=False, default=lambda *a: None)
+    rank_key: Callable[[Any], Any] | None = field(repr=False, default=None)
+    """For a policy whose rank order cannot change between passes (FIXED_ORDERS): a sort key,
+    ascending in rank order (score descending, then job id), read from what never changes while
+    a job waits. Such a policy returns bare scores, so no job passes the top one (seed 003
+    §IV-A): a replay may keep its queue in this order and skip scoring. None: rank by score."""
 
     @property
     def needs_queue_stats(self) -> bool:
@@ -279,6 +286,19 @@ BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 
 
+FIXED_ORDERS: dict[str, Callable[[Any], Any]] = {
+    # S = now - submit_time: the earlier submission scores higher at every pass. (Two submit
+    # times closer than the float spacing of `now` tie on the score and go by job id instead;
+    # the key orders them by submit time, which is what first come, first served means.)
+    "fcfs": attrgetter("submit_time", "jobid"),
+    # S = queue_priority + 0.1, fixed when the job is queued.
+    "default": lambda job: (-job.queue_priority, job.jobid),
+    # S = 1.0 for every job: job id order.
+    "high_prio": attrgetter("jobid"),
+}
+"""The builtins whose rank order cannot change between passes, with their `rank_key`."""
+
+
 def builtin_policy(name: str, options: Mapping[str, Any] | None = None) -> UtilityFunction:
     """A builtin by name, case-insensitively (`WFP3` and `wfp3` are the same policy)."""
     function = BUILTIN_FUNCTIONS.get(name.lower())
@@ -286,4 +306,5 @@ def builtin_policy(name: str, options: Mapping[str, Any] | None = None) -> Utili
         raise PolicyError(
             f"unknown policy {name!r}; builtin policies: {', '.join(BUILTIN_FUNCTIONS)}"
         )
-    return make_utility(function, function.__name__, options)
+    policy = make_utility(function, function.__name__, options)
+    return dataclasses.replace(policy, rank_key=FIXED_ORDERS.get(function.__name__))

@@ -7,9 +7,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typing import TYPE_CHECKING
 
 from cobaltlite.argtypes import moment, positive_float, positive_int
 from cobaltlite.errors import CobaltliteError, InputError
@@ -34,6 +32,10 @@ from cobaltlite.tuning.scheme import (
     example_scheme,
     load_scheme_file,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
 EPILOG = """\
 subcommands (given first, instead of --trace):
@@ -353,6 +355,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _progress_factory(console: Console) -> tuple[Progress, Callable[[int], Callable[[int], None]]]:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     progress = Progress(
         TextColumn("replaying"),
         BarColumn(),
@@ -394,6 +404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    from rich.console import Console  # not for --help: rich takes a third of the start-up
+
     err = Console(stderr=True, soft_wrap=True)
     names = [name.strip() for name in args.policy.split(",") if name.strip()]
     if not names:

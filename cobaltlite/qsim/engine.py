@@ -35,6 +35,7 @@ the reservation's queue only inside it. A replay without reservations never look
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -221,6 +222,10 @@ class Qsim:
         self._failure_events = 0
         self.clock = VirtualClock(min(first, default=0.0))
         self._queue: dict[int, SimJob] = {}
+        # Under a fixed-order policy (UtilityFunction.rank_key) the queue is also kept in rank
+        # order, new arrivals inserted, so a pass needs no scoring and no sort.
+        self._ranked: list[SimJob] = []
+        self._ranked_by: Callable[[SimJob], Any] | None = None
         self._held: dict[int, SimJob] = {}  # queued but not runnable: held, or queue not run
         self._dependants: dict[int, list[SimJob]] = {}
         self._exits: dict[int, int] = {}  # exit status of every job that ended
@@ -253,7 +258,8 @@ class Qsim:
             job.end_time = job.start_time + job.run_time
             self._running[job.jobid] = job
             heapq.heappush(self._ends, (job.end_time, job.jobid))
-        self._queue.update((job.jobid, job) for job in queued)
+        for job in queued:
+            self._enqueue(job)
         if self._limited:  # the queues' running limits count the resumed jobs too
             for job in running:
                 self._load(job.queue).add(job.user_name, job.size, job.wall_time, running=True)
@@ -283,6 +289,31 @@ class Qsim:
                 policy.score_jobs(group, self._inputs)
         return jobs
 
+    def ranked_jobs(self) -> list[SimJob] | None:
+        """The queue in rank order under a fixed-order policy (unscored), else None. With a
+        queue configuration jobs may be ranked by several policies and held back by running
+        limits, so they are always scored."""
+        key = None if self._configured else self.policy.rank_key
+        if key is not self._ranked_by:  # the first pass, or a tuner changed the policy
+            self._ranked_by = key
+            self._ranked = [] if key is None else sorted(self._queue.values(), key=key)
+        return None if key is None else self._ranked
+
+    def _enqueue(self, job: SimJob) -> None:
+        """`job` waits in the queue, runnable."""
+        self._queue[job.jobid] = job
+        key = self._ranked_by
+        if key is not None:
+            insort(self._ranked, job, key=key)
+
+    def _dequeue(self, job: SimJob) -> None:
+        """`job` leaves the queue (it starts, or its queue died)."""
+        del self._queue[job.jobid]
+        key = self._ranked_by
+        if key is not None:
+            ranked = self._ranked
+            del ranked[bisect_left(ranked, key(job), key=key)]  # keys are unique (job id)
+
     def queued_jobs(self) -> list[SimJob]:
         """The jobs waiting now, unscored (for monitors)."""
         return list(self._queue.values())
@@ -301,7 +332,7 @@ class Qsim:
         job.status = lifecycle.launched(lifecycle.start(job.status).status).status
         now = self.clock.now()
         job.allocated_nodes = self._machine.allocate(location, jobid, now + job.wall_time)
-        del self._queue[jobid]
+        self._dequeue(job)
         job.start_time = now
         job.location = location
         job.end_time = now + min(job.run_time, job.wall_time)
@@ -335,7 +366,7 @@ class Qsim:
         if job.status.held or not self._scheduled(job):
             self._held[job.jobid] = job
         else:
-            self._queue[job.jobid] = job
+            self._enqueue(job)
 
     def _admission(self, job: SimJob, queue: Mapping[str, Any]) -> str | None:
         """Cobalt's refusal of the job by its queue (as at qsub), or None."""
@@ -391,7 +422,7 @@ class Qsim:
             if res.owns_queue and res.is_over(now) and self._queues[name]["state"] != "dead":
                 self._queues[name] = {**self._queues[name], "state": "dead"}
                 for job in [j for j in self._queue.values() if j.queue == name]:
-                    del self._queue[job.jobid]
+                    self._dequeue(job)
                     self._held[job.jobid] = job
 
     def _reservations_give_up(self, t: float, other_events: bool, give_up: float) -> float:
@@ -539,7 +570,7 @@ class Qsim:
             self._loads[job.queue].stopped(job.user_name, job.size)
         job.start_time = -1.0
         job.location = ""
-        self._queue[job.jobid] = job
+        self._enqueue(job)
 
     def _finish(self, job: SimJob, now: float) -> None:
         self._machine.release(job.jobid)
@@ -582,7 +613,7 @@ class Qsim:
                                                   parent.exit_status).status
             if child.status.runnable and self._scheduled(child):
                 del self._held[child.jobid]
-                self._queue[child.jobid] = child
+                self._enqueue(child)
 
 
 def _trace_exit_status(job: TraceJob) -> int:

@@ -46,6 +46,11 @@ class ForkedReplay(Qsim):
         self.starts: dict[int, float] = {}
         """Every job the fork started, with its start time."""
 
+    def ranked_jobs(self) -> None:
+        """None: a fork changes its queue itself (fairness hands jobs on between forks), and
+        under `fixed_order` `schedulable_jobs` keeps only the jobs that matter."""
+        return None
+
     def schedulable_jobs(self) -> list[SimJob]:
         """The queue, scored; under `fixed_order`, only the jobs that can matter to this pass.
 

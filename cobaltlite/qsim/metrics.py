@@ -49,14 +49,14 @@ import math
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
-from typing import Any, Literal
-
-from rich.console import Console, Group
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any, Literal
 
 from cobaltlite.metrics_monitor.series import ROLLING_UTILIZATION, StepSeries
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
+
+if TYPE_CHECKING:  # rich is imported where tables are drawn: it is a third of qsim's start-up
+    from rich.console import Console, Group
+    from rich.table import Table
 
 # (name, inclusive upper limit); the last category has no limit (None).
 Categories = Sequence[tuple[str, float | None]]
@@ -377,6 +377,10 @@ def _criterion(categories: Sequence[Mapping[str, Any]], unit: Callable[[float], 
 
 def render_metrics(metrics: Mapping[str, Any], *, title: str) -> Group:
     """Three tables: headline figures, the wait/response/slowdown distributions, categories."""
+    from rich.console import Group
+    from rich.markup import escape
+    from rich.table import Table
+
     headline = Table(title=escape(title), show_header=False, title_justify="left")
     headline.add_column(style="bold")
     headline.add_column(justify="right")
@@ -455,6 +459,8 @@ _PIPED_WIDTH = 200
 
 def output_console() -> Console:
     """Stdout: the terminal's width, or wide enough not to wrap a table in a file or a CI log."""
+    from rich.console import Console
+
     console = Console()
     return console if console.is_terminal else Console(width=_PIPED_WIDTH)
 
@@ -586,6 +592,9 @@ def _best(values: Sequence[Any], better: _Better) -> set[int]:
 
 
 def compare_metrics(named: Sequence[tuple[str, Mapping[str, Any]]]) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
     """Runs side by side, one column each; the best value of each row is in bold and starred
     (the star survives where bold does not: a file, a pipe, a CI log)."""
     table = Table(title="Qsim runs compared (*: best)", title_justify="left")

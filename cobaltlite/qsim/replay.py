@@ -35,7 +35,6 @@ from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
-from cobaltlite.policy.loader import compile_file
 from cobaltlite.policy.usage import DEFAULT_HALF_LIFE
 from cobaltlite.policy.utility import UtilityFunction, builtin_policy
 from cobaltlite.qsim.eet import ShareModel, from_outcomes, score_schedule, write_figures
@@ -172,6 +171,8 @@ def policy_named(
     """A function of `utility_file` when it has one of that name, else a builtin: what qsim's
     --policy/--utility-file and an experiment file's policies name."""
     if utility_file is not None:
+        from cobaltlite.policy.loader import compile_file  # start-up: only for --utility-file
+
         site = compile_file(utility_file, {name: options} if options else None).functions
         if name in site:
             return site[name]

@@ -28,6 +28,13 @@ class QueueManagerView(Protocol):
         """Runnable queued jobs with scores computed for the current time, in any order."""
         ...
 
+    def ranked_jobs(self) -> Sequence[SchedulableJob] | None:
+        """The runnable queued jobs already in rank order, when the queue's policy has a fixed
+        order (`UtilityFunction.rank_key`): the scheduler neither sorts nor reads their scores,
+        which such a policy makes bare (no job passes the top one). None: rank
+        `schedulable_jobs()` by score."""
+        ...
+
     def start_job(self, jobid: int, location: str) -> bool:
         """Start `jobid` now on `location`; False if it could not (the job or place changed)."""
         ...

@@ -115,6 +115,10 @@ class RemoteSite:
             machine.failures = failure_source(machine, entries)
             self._forecast_version = forecast["version"]
 
+    def ranked_jobs(self) -> None:
+        """The daemon's queue manager sends scored jobs: the scheduler ranks them."""
+        return None
+
     def failed_components(self) -> list[str]:
         """The components out of service as this pass saw them."""
         return self._machine.failed_components()

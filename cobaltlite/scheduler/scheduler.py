@@ -110,12 +110,16 @@ class Scheduler:
         machine = self.system.machine()
         if not machine.has_free_capacity():
             return report  # nothing can start, so ranking would change nothing
-        jobs = list(self.queue_manager.schedulable_jobs())
+        ranked = self.queue_manager.ranked_jobs()
+        if ranked is None:
+            jobs = list(self.queue_manager.schedulable_jobs())
+            # Two stable sorts give (score descending, jobid ascending) without a key tuple.
+            jobs.sort(key=_by_jobid)
+            jobs.sort(key=_by_score, reverse=True)
+        else:
+            jobs = list(ranked)  # a copy: starting jobs takes them out of the queue's list
         if not jobs:
             return report
-        # Two stable sorts give (score descending, jobid ascending) without a Python key tuple.
-        jobs.sort(key=_by_jobid)
-        jobs.sort(key=_by_score, reverse=True)
         now = self.clock.now()
         self._places = self.system.place_sets() or None
         windows = self.reservations() if self.reservations is not None else ()
@@ -137,17 +141,17 @@ class Scheduler:
             self._place_window(jobs[top_index:], machine, now, report, booked)
             return report
         top = jobs[top_index]
-        rest = jobs[top_index + 1 :]
-        cut = 0  # ranks are sorted, so the candidates are a prefix of the rest
-        while cut < len(rest) and rest[cut].score > top.threshold:
+        cut = top_index + 1  # ranks are sorted: the candidates are jobs[top_index + 1 : cut]
+        # A fixed rank order comes with bare scores, so no job passes the top one (unscored).
+        while ranked is None and cut < len(jobs) and jobs[cut].score > top.threshold:
             cut += 1
         waiting: list[SchedulableJob] = []
-        for job in rest[:cut]:
+        for job in jobs[top_index + 1 : cut]:
             if not self._start_now(job, machine, now, report, booked):
                 waiting.append(job)  # no place now (None) or the start refused (False)
-        waiting.extend(rest[cut:])
         if self.backfill is Backfill.NONE:
             return report
+        waiting.extend(jobs[cut:])
 
         planner = booked if booked is not None else machine.planner(now)
         if self.backfill is Backfill.SLACK:
@@ -284,28 +288,40 @@ class Scheduler:
                     break
         return best
 
+    # Both backfill loops skip the planner for a job larger than the idle nodes: it cannot
+    # start now on any machine. The idle count only changes when a job of the loop starts.
+
     def _backfill_easy(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
     ) -> None:
-        places = self._places
+        if not machine.has_free_capacity():
+            return
+        idle = machine.idle_nodes()
+        location_now, commit, places = planner.location_now, planner.commit, self._places
         for job in waiting:
-            if not machine.has_free_capacity():
-                return
-            location = planner.location_now(
+            if job.size > idle:
+                continue
+            location = location_now(
                 job.size, job.wall_time, None if places is None else places.get(job.queue))
             if location is not None and self._start(job, location, report):
-                planner.commit(location, job.wall_time)
+                commit(location, job.wall_time)
+                if not machine.has_free_capacity():
+                    return
+                idle = machine.idle_nodes()
 
     def _backfill_conservative(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
     ) -> None:
+        idle = machine.idle_nodes()
         for job in waiting:
             if not machine.has_free_capacity():
                 return  # later reservations cannot make anything start at this instant
             allowed = self._allowed(job)
-            location = planner.location_now(job.size, job.wall_time, allowed)
+            location = (planner.location_now(job.size, job.wall_time, allowed)
+                        if job.size <= idle else None)
             if location is not None and self._start(job, location, report):
                 planner.commit(location, job.wall_time)
+                idle = machine.idle_nodes()
             elif machine.allocation_size(job.size) is not None:
                 planner.reserve_earliest(job.size, job.wall_time, allowed)
 
