@@ -134,16 +134,18 @@ class BGPMachine:
     def idle_nodes(self) -> int:
         return self.total_nodes - self._held_nodes
 
+    def available_of_size(self, nodes: int, allowed: PlaceSet | None) -> int:
+        """The blocks in service and free now that a job of `nodes` would get (its size, or
+        within `allowed` the smallest of the set that holds it), as a mask; 0 when none."""
+        if allowed is not None:
+            return self._available & self.sized_within(nodes, allowed)
+        size = self.allocation_size(nodes)
+        return 0 if size is None else self._available & self.size_mask[size]
+
     def find_location(
         self, nodes: int, duration: float, now: float = 0.0, allowed: PlaceSet | None = None
     ) -> str | None:
-        if allowed is not None:
-            candidates = self._available & self.sized_within(nodes, allowed)
-        else:
-            size = self.allocation_size(nodes)
-            if size is None:
-                return None
-            candidates = self._available & self.size_mask[size]
+        candidates = self.available_of_size(nodes, allowed)
         if not candidates:
             return None
         return self.names[self.cheapest(candidates, now, now + duration)]
@@ -415,13 +417,9 @@ class BGPPlanner:
         self, nodes: int, duration: float, allowed: PlaceSet | None = None
     ) -> str | None:
         m = self._m
-        if allowed is not None:
-            candidates = m._available & m.sized_within(nodes, allowed)
-        else:
-            size = m.allocation_size(nodes)
-            if size is None:
-                return None
-            candidates = m._available & m.size_mask[size]
+        candidates = m.available_of_size(nodes, allowed)
+        if not candidates:
+            return None
         end = self._now + duration
         for start, stop, mask in self._reservations:
             if not candidates:
