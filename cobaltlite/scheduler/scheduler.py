@@ -166,9 +166,30 @@ class Scheduler:
         report.drain = (top.jobid, where, start)
         if self.backfill is Backfill.EASY:
             self._backfill_easy(waiting, machine, planner, report)
+        elif self.backfill is Backfill.SLACK:
+            self._backfill_slack_plan(waiting, machine, planner, report, booked, begun)
         else:
             self._backfill_conservative(waiting, machine, planner, report)
         return report
+
+    def _backfill_slack_plan(
+        self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
+        report: PassReport, booked: Planner | None, begun: set[int],
+    ) -> None:
+        """The conservative pass after the slack search. The search planned this very pass
+        (same rank order, same machine) when no place set or reservation period changes it and
+        its chosen jobs all started: then no job after the last one its plan starts now can
+        start, so the pass stops there, unless a start was refused and freed nodes."""
+        plan = self.slack.plan_starts
+        started = {jobid for jobid, _ in report.started}
+        if plan is None or booked is not None or self._places is not None or begun - started:
+            self._backfill_conservative(waiting, machine, planner, report)
+            return
+        cut = max((i + 1 for i, job in enumerate(waiting) if job.jobid in plan), default=0)
+        before = len(report.started)
+        self._backfill_conservative(waiting[:cut], machine, planner, report)
+        if {jobid for jobid, _ in report.started[before:]} != plan - started:
+            self._backfill_conservative(waiting[cut:], machine, planner, report)
 
     def _start_reservation_jobs(
         self, jobs: list[SchedulableJob], windows: Sequence[Window], machine: Machine,

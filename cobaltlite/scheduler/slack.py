@@ -160,6 +160,7 @@ class Candidate:
     ou: float  # Σ max(planned start − expected start, 0) / n over the waiting jobs
     su: float  # Σ max(expected start − planned start, 0) / n
     u: float   # busy nodes right after starting it (and the conservative starts) / N
+    starts: frozenset[int] = frozenset()  # the jobids its plan starts now, itself included
 
 
 def _ratio(a: float, b: float) -> float:
@@ -196,6 +197,10 @@ class SlackBackfill:
     def __init__(self, settings: SlackSettings | None = None) -> None:
         self.settings = settings or SlackSettings()
         self.expected: dict[int, tuple[float, float]] = {}  # jobid -> (first seen, start)
+        self.plan_starts: frozenset[int] | None = None
+        """The jobids that the plan behind the last `select` starts now (None: it made no
+        plan). That plan is the conservative pass the scheduler runs next, so the scheduler
+        stops its pass after the last of them instead of planning the queue a second time."""
 
     def deadline(self, jobid: int, now: float) -> float:
         """The latest start job `jobid` may be planned at now without overrunning its slack."""
@@ -212,6 +217,7 @@ class SlackBackfill:
         ranked = [j for j in ranked if machine.allocation_size(j.size) is not None]
         idle = machine.idle_nodes()
         fitting = [j for j in ranked[: self.settings.lookahead] if j.size <= idle]
+        self.plan_starts = None
         if not fitting and all(j.jobid in self.expected for j in ranked):
             return []  # nothing to search and no new job to record: no plan needed
         base = machine.planner(now)
@@ -224,16 +230,19 @@ class SlackBackfill:
         # the conservative outcome is one candidate (D001-5).
         blocked = [j for j in fitting if planned[j.jobid] > now]
         if not blocked:
+            self.plan_starts = _starts_now(ranked, planned, now)
             return []
         limits = {j.jobid: max(self.deadline(j.jobid, now), planned[j.jobid]) for j in ranked}
         free = tuple(j for j in fitting if planned[j.jobid] == now)
         total = machine.total_nodes
         candidates = [self._score(free, planned, ranked, idle, total, now)] if free else []
         candidates += self._search(blocked, ranked, base, limits, idle, total, now)
-        if not candidates:
-            return []  # step 7: conservative backfilling alone
-        chosen = choose(candidates, self.settings.goal, self.settings).jobs
-        return [] if chosen is free else list(chosen)
+        if not candidates:  # step 7: conservative backfilling alone
+            self.plan_starts = _starts_now(ranked, planned, now)
+            return []
+        chosen = choose(candidates, self.settings.goal, self.settings)
+        self.plan_starts = chosen.starts
+        return [] if chosen.jobs is free else list(chosen.jobs)
 
     def _search(self, lookahead: list[SchedulableJob], ranked: Sequence[SchedulableJob],
                 base: Planner, limits: dict[int, float], idle: int, total: int,
@@ -261,10 +270,12 @@ class SlackBackfill:
         """Step 9's OU, SU and U of a combination from its plan."""
         late = early = 0.0
         busy = 0
+        starts = []
         for job in ranked:
             start, expected = planned[job.jobid], self.expected[job.jobid][1]
             if start == now:
                 busy += job.size
+                starts.append(job.jobid)
             if math.isinf(start) or math.isinf(expected):
                 continue  # a job with no place in service: no start to compare
             if start > expected:
@@ -272,7 +283,13 @@ class SlackBackfill:
             else:
                 early += expected - start
         n = len(ranked)
-        return Candidate(chosen, late / n, early / n, (total - idle + busy) / total)
+        return Candidate(chosen, late / n, early / n, (total - idle + busy) / total,
+                         frozenset(starts))
+
+
+def _starts_now(ranked: Sequence[SchedulableJob], planned: Mapping[int, float],
+                now: float) -> frozenset[int]:
+    return frozenset(j.jobid for j in ranked if planned[j.jobid] == now)
 
 
 def _plan(planner: Planner, ranked: Sequence[SchedulableJob], chosen: Sequence[SchedulableJob],
