@@ -113,10 +113,16 @@ def _places(request: Mapping[str, Any], machine: Machine, start: float, end: flo
         return pick_nodes(machine, count, start, end, others)
     if not names and base is not None:
         return base.places
+    return named_places(machine, names)
+
+
+def named_places(machine: Machine, names: list[str]) -> tuple[str, ...]:
+    """Block names, node numbers or node ranges (`0-15`, as qstat shows locations) as the
+    machine's places, sorted; ReservationError naming each unknown one."""
     expanded: list[str] = []
     for name in names:
         if "-" in name and name.replace("-", "").replace(",", "").isdigit():
-            try:  # a flat machine's node range, as qstat shows locations
+            try:  # a flat machine's node range
                 expanded.extend(str(n) for n in iter_bits(ranges_to_mask(name)))
                 continue
             except ValueError:
