@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -195,3 +196,22 @@ def test_a_disabled_block_or_down_node_never_gets_a_job(data, kind, backfill) ->
         held = ({str(n) for n in range(kind.nodes) if ranges_to_mask(outcome.location) >> n & 1}
                 if kind.is_flat else {outcome.location})
         assert not held & disabled, f"job {outcome.jobid} ran on {outcome.location}"
+
+
+def test_qsim_runs_a_mapped_queue_only_on_its_places(tmp_path: Path) -> None:
+    """`qsim --queue-places` gives a replay the mapping partadm --queue gives the daemons."""
+    from cobaltlite.qsim.cli import main
+
+    trace = tmp_path / "two-queues.swf"
+    trace.write_text("".join(
+        f"{i} {i * 10} 0 100 2 -1 -1 2 100 -1 1 1 1 -1 {i % 2} -1 -1 -1\n" for i in range(1, 21)))
+    out = tmp_path / "out"
+    assert main(["--trace", str(trace), "--machine", "flat:8", "--queue-places", "1=6-7",
+                 "--out", str(out), "--quiet"]) == 0
+    ends = [line for line in (out / "accounting.log").read_text().splitlines() if ";E;" in line]
+    mapped = [line for line in ends if " queue=1 " in line]
+    assert len(mapped) == 10
+    assert all(" exec_host=6-7 " in line for line in mapped)
+    assert json.loads((out / "summary.json").read_text())["metrics"]["jobs"] == 20
+    assert main(["--trace", str(trace), "--machine", "flat:8", "--queue-places", "1=6-9",
+                 "--quiet"]) == 1

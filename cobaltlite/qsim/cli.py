@@ -117,6 +117,14 @@ def _whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
+def _queue_places(text: str) -> tuple[str, list[str]]:
+    queue, _, places = text.partition("=")
+    names = [name for name in places.split(":") if name]
+    if not queue or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: give QUEUE=PLACES, e.g. short=0-63")
+    return queue, names
+
+
 def _policy_param(text: str) -> tuple[str, float]:
     name, sep, value = text.partition("=")
     if not sep or not name:
@@ -282,6 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
              "or setres lines, times in UTC; docs/operator-guide.md, 'Reservations in Qsim'",
     )
     parser.add_argument(
+        "--queue-places", action="append", default=[], type=_queue_places,
+        metavar="QUEUE=PLACES",
+        help="run QUEUE's jobs only on PLACES, as partadm --queue does live: node ranges "
+             "(0-63) or block names, several joined by ':' (repeatable; queues not named run "
+             "anywhere; docs/administration.md)",
+    )
+    parser.add_argument(
         "--slowdown-bound",
         type=positive_float,
         default=10.0,
@@ -417,6 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.slack_param and args.backfill != Backfill.SLACK:
         parser.error("--slack-param applies only with --backfill slack")
     slack = SlackSettings(**dict(args.slack_param))
+    if args.queue_places and args.fair_start != "none":
+        parser.error("--fair-start does not yet follow --queue-places: give one or the other")
     reports = []
     try:
         tuning = _tuning(args.tuning)
@@ -442,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 repair_time=args.repair_time, predictor=args.predictor,
                 sensitivity=args.sensitivity, specificity=args.specificity,
                 eet=eet_model, usage_half_life=args.usage_half_life,
-                reservations=args.reservations,
+                reservations=args.reservations, queue_places=dict(args.queue_places),
             )
             began = time.perf_counter()
             if args.quiet or not err.is_terminal:

@@ -33,7 +33,7 @@ from cobaltlite.faults.sources import (
 )
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import BGPDescription, FlatDescription
-from cobaltlite.machine.model import Machine
+from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.usage import DEFAULT_HALF_LIFE
 from cobaltlite.policy.utility import UtilityFunction, builtin_policy
@@ -44,7 +44,9 @@ from cobaltlite.qsim.fairness import SettingsAt, fair_start_times
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
 from cobaltlite.qsim.unfairness import seed001_metrics
+from cobaltlite.reservations.model import ReservationError
 from cobaltlite.reservations.qsim_file import load_reservations
+from cobaltlite.reservations.requests import named_places
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.traces.intrepid_list import read_intrepid_list
@@ -104,6 +106,8 @@ class ReplaySettings:
     eet: ShareModel | None = None
     usage_half_life: float = DEFAULT_HALF_LIFE
     reservations: Path | None = None  # qsim --reservations (cobaltlite/reservations/qsim_file)
+    # qsim --queue-places: queue -> the places (partadm --queue's mapping) its jobs may use.
+    queue_places: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def has_failures(self) -> bool:
@@ -276,6 +280,7 @@ def replay(
                                            settings.sensitivity, settings.specificity)
     reservations = (load_reservations(settings.reservations, machine)
                     if settings.reservations is not None else None)
+    queue_places = _queue_places(settings.queue_places, machine)
     observer = None
     if settings.out is not None:
         settings.out.mkdir(parents=True, exist_ok=True)
@@ -286,6 +291,7 @@ def replay(
                     failures=failures, repair_time=settings.repair_time, window=settings.window,
                     usage_half_life=settings.usage_half_life,
                     reservations=reservations, slack=settings.slack)
+        qsim.queue_places = queue_places
         tuning = QsimTuning(qsim, settings.tuning) if settings.tuning is not None else None
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
         result = qsim.run(progress)
@@ -321,6 +327,17 @@ def replay(
         summary = json.dumps(report.summary(), indent=2, sort_keys=True) + "\n"
         _write_atomically(settings.out / "summary.json", summary)
     return report
+
+
+def _queue_places(given: Mapping[str, list[str]], machine: Machine) -> dict[str, PlaceSet]:
+    """--queue-places as the scheduler's place sets; InputError naming the queue and place."""
+    places = {}
+    for queue, names in given.items():
+        try:
+            places[queue] = frozenset(named_places(machine, names))
+        except ReservationError as exc:
+            raise InputError(f"--queue-places {queue}={':'.join(names)}: {exc}") from None
+    return places
 
 
 def _settings_at(settings: ReplaySettings, tuner: Tuner | None) -> SettingsAt:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pwd
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from cobaltlite.machine.bits import iter_bits, ranges_to_mask
@@ -67,7 +68,9 @@ def build_reservation(
         raise ReservationError(f"cycle {cycle:g} s is shorter than the duration {duration:g} s: "
                                "periods would overlap")
     if now is not None and not cycle and start + duration <= now:
-        raise ReservationError(f"Start time + duration {start + duration:.0f} already in the past")
+        ends = datetime.fromtimestamp(start + duration, UTC)
+        raise ReservationError(f"Start time + duration ({ends:%Y-%m-%d %H:%M:%S} UTC) already "
+                               "in the past")
     places = _places(request, machine, start, start + duration, others, base)
     users = _users(request, user_exists, base)
     res = Reservation(
@@ -110,10 +113,16 @@ def _places(request: Mapping[str, Any], machine: Machine, start: float, end: flo
         return pick_nodes(machine, count, start, end, others)
     if not names and base is not None:
         return base.places
+    return named_places(machine, names)
+
+
+def named_places(machine: Machine, names: list[str]) -> tuple[str, ...]:
+    """Block names, node numbers or node ranges (`0-15`, as qstat shows locations) as the
+    machine's places, sorted; ReservationError naming each unknown one."""
     expanded: list[str] = []
     for name in names:
         if "-" in name and name.replace("-", "").replace(",", "").isdigit():
-            try:  # a flat machine's node range, as qstat shows locations
+            try:  # a flat machine's node range
                 expanded.extend(str(n) for n in iter_bits(ranges_to_mask(name)))
                 continue
             except ValueError:
