@@ -18,13 +18,32 @@ def positive_int(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
+def number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def positive_float(text: str) -> float:
+    value = number(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = number(text)
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number, zero or more")
+    return value
+
+
+def rate(text: str) -> float:
+    """A probability: 0 to 1."""
+    value = number(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
     return value
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cobaltlite.argtypes import moment, positive_float, positive_int
+from cobaltlite.argtypes import moment, non_negative_float, positive_float, positive_int, rate
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.faults.predictor import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
 from cobaltlite.jobs.queues import load_queue_config
@@ -81,26 +81,6 @@ def _tuning(spec: str | None) -> TuningScheme | None:
         raise InputError(f"--tuning {spec}: neither a file nor a shipped scheme "
                          f"({', '.join(EXAMPLE_SCHEMES)})")
     return load_scheme_file(path)
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number, zero or more")
-    return value
-
-
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
-    return value
-
-
 def _half_life_hours(text: str) -> float:
     try:
         return check_half_life(float(text) * 3600.0)
@@ -306,10 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
     faults = parser.add_argument_group(
         "failures and fault-aware allocation (seed 003 §IV-B, §VI-A3; docs/fault-aware.md)")
     faults.add_argument(
-        "--alpha", type=_non_negative_float, default=1.0, metavar="W",
+        "--alpha", type=non_negative_float, default=1.0, metavar="W",
         help="weight of BLK_f (blocked partitions) in the allocation cost (default: 1)")
     faults.add_argument(
-        "--beta", type=_non_negative_float, default=1.0, metavar="W",
+        "--beta", type=non_negative_float, default=1.0, metavar="W",
         help="weight of P_f (failure chance) in the allocation cost (default: 1)")
     source = faults.add_mutually_exclusive_group()
     source.add_argument(
@@ -329,16 +309,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--failure-seed", type=_whole_number, default=1, metavar="N",
         help="seed of the generated failures (default: 1)")
     faults.add_argument(
-        "--repair-time", type=_non_negative_float, default=1200.0, metavar="SECONDS",
+        "--repair-time", type=non_negative_float, default=1200.0, metavar="SECONDS",
         help="time a failed component is out of service (default: 1200, the paper's reboot)")
     faults.add_argument(
         "--predictor", choices=PREDICTORS, default="window",
         help="what the allocation cost learns of failures: window (P_f = sensitivity if a "
         "failure falls in the job's run, else 1 - specificity), perfect, or none (ordinary "
         "allocation); default: window")
-    faults.add_argument("--sensitivity", type=_rate, default=PAPER_SENSITIVITY, metavar="P",
+    faults.add_argument("--sensitivity", type=rate, default=PAPER_SENSITIVITY, metavar="P",
                         help="predictor sensitivity (default: 0.6)")
-    faults.add_argument("--specificity", type=_rate, default=PAPER_SPECIFICITY, metavar="P",
+    faults.add_argument("--specificity", type=rate, default=PAPER_SPECIFICITY, metavar="P",
                         help="predictor specificity (default: 0.6)")
     fairness = parser.add_argument_group(
         "user-aware metrics and fairshare (seed 004; docs/fairness.md)")
