@@ -33,6 +33,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from cobaltlite.errors import InputError
+from cobaltlite.machine.flat import FlatPlanner
 from cobaltlite.machine.model import Machine, Planner
 from cobaltlite.scheduler.interfaces import SchedulableJob
 
@@ -152,6 +153,10 @@ def usable_factor(settings: SlackSettings, t_wait: float, waited: float) -> floa
     return settings.slack_min + waited * (full - settings.slack_min) / t_wait
 
 
+Reference = tuple[Mapping[int, float], Sequence[SchedulableJob]]
+"""A plan `_plan` made (every job's planned start) and the combination it started now."""
+
+
 @dataclass(slots=True)
 class Candidate:
     """A combination that survived the pruning, scored as step 9 scores it."""
@@ -236,7 +241,8 @@ class SlackBackfill:
         free = tuple(j for j in fitting if planned[j.jobid] == now)
         total = machine.total_nodes
         candidates = [self._score(free, planned, ranked, idle, total, now)] if free else []
-        candidates += self._search(blocked, ranked, base, limits, idle, total, now)
+        candidates += self._search(blocked, ranked, base, limits, idle, total, now,
+                                   planned)
         if not candidates:  # step 7: conservative backfilling alone
             self.plan_starts = _starts_now(ranked, planned, now)
             return []
@@ -245,24 +251,28 @@ class SlackBackfill:
         return [] if chosen.jobs is free else list(chosen.jobs)
 
     def _search(self, lookahead: list[SchedulableJob], ranked: Sequence[SchedulableJob],
-                base: Planner, limits: dict[int, float], idle: int, total: int,
-                now: float) -> list[Candidate]:
+                base: Planner, limits: dict[int, float], idle: int, total: int, now: float,
+                planned: dict[int, float]) -> list[Candidate]:
+        """The surviving combinations, depth first. `planned`: the base plan (nothing chosen);
+        each node's plan is made with its parent's plan as the reference (see `_plan`)."""
         candidates: list[Candidate] = []
         budget = self.settings.max_nodes
-        stack: list[tuple[tuple[SchedulableJob, ...], int, int]] = [((), 0, 0)]
+        stack: list[tuple[tuple[SchedulableJob, ...], int, int, dict[int, float]]] = [
+            ((), 0, 0, planned)]
         while stack and budget > 0:
-            chosen, used, nxt = stack.pop()
+            chosen, used, nxt, plan = stack.pop()
             if chosen:  # the root starts nothing: it is the fallback, not a candidate
                 budget -= 1
-                planned = _plan(base.copy(), ranked, chosen, now, limits)
-                if planned is None:
+                child = _plan(base.copy(), ranked, chosen, now, limits, (plan, chosen[:-1]))
+                if child is None:
                     continue  # step 5 (or no place now): the subtree is pruned
-                candidates.append(self._score(chosen, planned, ranked, idle, total, now))
+                plan = child
+                candidates.append(self._score(chosen, plan, ranked, idle, total, now))
             # Children in reverse so the depth-first walk meets them in rank order.
             for k in range(len(lookahead) - 1, nxt - 1, -1):
                 job = lookahead[k]
                 if used + job.size <= idle:  # step 4: capacity
-                    stack.append(((*chosen, job), used + job.size, k + 1))
+                    stack.append(((*chosen, job), used + job.size, k + 1, plan))
         return candidates
 
     def _score(self, chosen: tuple[SchedulableJob, ...], planned: Mapping[int, float],
@@ -293,15 +303,24 @@ def _starts_now(ranked: Sequence[SchedulableJob], planned: Mapping[int, float],
 
 
 def _plan(planner: Planner, ranked: Sequence[SchedulableJob], chosen: Sequence[SchedulableJob],
-          now: float, limits: Mapping[int, float] | None = None) -> dict[int, float] | None:
+          now: float, limits: Mapping[int, float] | None = None,
+          reference: Reference | None = None) -> dict[int, float] | None:
     """Planned starts: `chosen` now, then every other job in rank order now if it fits without
     delaying an earlier reservation, else at its earliest reservation (conservative). None when
-    a chosen job cannot be placed now or another job would start after its limit."""
+    a chosen job cannot be placed now or another job would start after its limit.
+
+    `reference`: the plan of a sub-combination of `chosen` (the parent in the search: every
+    job's start in it, and the sub-combination). On a flat machine it tells before when a job
+    cannot start, so the planner's search for its start begins there (same result, see
+    `_plan_flat`).
+    """
     starts: dict[int, float] = {}
     for job in chosen:
         if not planner.plan_now(job.size, job.wall_time):
             return None
         starts[job.jobid] = now
+    if isinstance(planner, FlatPlanner):
+        return _plan_flat(planner, ranked, starts, now, limits, reference)
     for job in ranked:
         if job.jobid in starts:
             continue
@@ -313,3 +332,51 @@ def _plan(planner: Planner, ranked: Sequence[SchedulableJob], chosen: Sequence[S
             return None
         starts[job.jobid] = start
     return starts
+
+
+def _plan_flat(planner: FlatPlanner, ranked: Sequence[SchedulableJob], starts: dict[int, float],
+               now: float, limits: Mapping[int, float] | None,
+               reference: Reference | None) -> dict[int, float] | None:
+    """`_plan` after the chosen jobs (in `starts`) on a flat machine, where only node counts
+    matter: a job's earliest reservation is then "now" exactly when it fits now, so one
+    `reserve_earliest` does what `plan_now` and `reserve_earliest` do together.
+
+    With a reference plan R, a job's search begins at `_no_start_before`. Why that is exact:
+    let D(t) be this plan's free nodes minus R's at the same job. It starts ≤ 0 everywhere (the
+    chosen jobs take nodes now) and gains a positive part only where R reserved nodes that this
+    plan did not: a job chosen here but not in R (its place in R), or a job this plan starts
+    elsewhere than R (its start in R). `more_free_from` is the earliest of those starts. A
+    window ending by then sees no more free nodes here than in R; so before the job's start in
+    R, where R found no window, no window ending by `more_free_from` fits here either."""
+    more_free_from = math.inf
+    if reference is None:
+        known: Mapping[int, float] = {}
+        both: frozenset[int] = frozenset()
+    else:
+        known, both = reference[0], frozenset(j.jobid for j in reference[1])
+    for job in ranked:
+        jobid = job.jobid
+        was = known.get(jobid)
+        if jobid in starts:  # chosen: R's reservation of it is free here unless R chose it too
+            if was is not None and jobid not in both:
+                more_free_from = min(more_free_from, was)
+            continue
+        not_before = None
+        if was is not None:
+            before = _no_start_before(was, more_free_from, job.wall_time)
+            if now < before < math.inf:
+                not_before = before
+        start = planner.reserve_earliest(job.size, job.wall_time, None, not_before)[0]
+        if limits is not None and start > limits[jobid] + 1e-6:
+            return None
+        starts[jobid] = start
+        if was is not None and start != was:
+            more_free_from = min(more_free_from, was)
+    return starts
+
+
+def _no_start_before(reference_start: float, more_free_from: float, wall_time: float) -> float:
+    """The earliest a job can start in a plan that has no more free nodes than the reference
+    plan over windows ending by `more_free_from` (`_plan_flat`). One second of margin keeps
+    the float subtraction on the safe side."""
+    return min(reference_start, more_free_from - wall_time - 1.0)
