@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from dataclasses import dataclass
 from itertools import pairwise
 
 import pytest
@@ -40,6 +41,7 @@ from cobaltlite.scheduler.slack import (
     Goal,
     SlackBackfill,
     SlackSettings,
+    _plan,
     choose,
     slack_factor,
     usable_factor,
@@ -213,6 +215,123 @@ def test_slack_never_overfills_and_never_pushes_past_a_deadline_flat(data, setti
 def test_slack_runs_correctly_on_blue_gene(jobs, settings):
     result = Qsim(jobs, BGP.build(), builtin_policy("fcfs"), Backfill.SLACK, slack=settings).run()
     check_invariants(jobs, result, BGP, f"slack {settings}")
+
+
+# ---- the flat search's shortcuts change no plan and no choice ---------------------------------
+# On a flat machine the search asks reserve_earliest alone and starts its scan where the parent
+# combination's plan proves no earlier start can fit (slack._plan_flat). Through the Planner
+# protocol alone (as on Blue Gene/P) it plans each job from now with plan_now then
+# reserve_earliest, no reference: the search as it was before. Both must agree exactly.
+
+
+class _ProtocolOnlyPlanner:
+    """A flat machine's own planner that the search cannot recognise as flat."""
+
+    def __init__(self, planner):
+        self._planner = planner
+
+    def __getattr__(self, name):
+        return getattr(self._planner, name)
+
+    def copy(self):
+        return _ProtocolOnlyPlanner(self._planner.copy())
+
+
+class _ProtocolOnlyMachine:
+    """A flat machine whose planners are `_ProtocolOnlyPlanner`s."""
+
+    def __init__(self, machine):
+        self._machine = machine
+
+    def __getattr__(self, name):
+        return getattr(self._machine, name)
+
+    def planner(self, now):
+        return _ProtocolOnlyPlanner(self._machine.planner(now))
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    jobid: int
+    size: int
+    wall_time: float
+    score: float = 0.0
+    threshold: float = 0.0
+    queue: str = "default"
+
+
+def test_a_job_starts_earlier_than_in_the_parent_plan_when_a_chosen_job_frees_its_place():
+    # 8 nodes, 6 busy until 200 (now 100). Nothing chosen: T (8 nodes) at 200, j (2) after it
+    # at 210, k (7) after j at 510. Choosing j now pushes T to 400 and frees j's place: k moves
+    # *earlier*, to 410, so its scan must not begin at its parent start (510).
+    machine = build_machine(FlatDescription("flat8", 8))
+    machine.allocate("0-5", 99, 200.0)
+    top, j, k = _Waiting(1, 8, 10.0), _Waiting(2, 2, 300.0), _Waiting(3, 7, 50.0)
+    base = machine.planner(100.0)
+    root = _plan(base.copy(), [top, j, k], (), 100.0)
+    assert root == {1: 200.0, 2: 210.0, 3: 510.0}
+    child = _plan(base.copy(), [top, j, k], (j,), 100.0, None, (root, ()))
+    assert child == {2: 100.0, 1: 400.0, 3: 410.0}
+    assert child == _plan(_ProtocolOnlyPlanner(base.copy()), [top, j, k], (j,), 100.0)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_flat_plans_from_a_parent_plan_equal_plans_from_scratch(data):
+    nodes = data.draw(st.sampled_from([8, 13, 32]), label="nodes")
+    machine = build_machine(FlatDescription("flat", nodes))
+    now = 100.0
+    for jobid, (size, left) in enumerate(data.draw(st.lists(
+            st.tuples(st.integers(1, nodes), st.integers(-5, 80)), max_size=6), label="running")):
+        if size <= machine.idle_nodes():  # left <= 0: overdue, as after a wall-time overrun
+            machine.allocate(machine.find_location(size, 1, now), 1000 + jobid, now + left)
+    for node in range(data.draw(st.integers(0, 2), label="failed nodes")):
+        machine.fail(str(nodes - 1 - node))
+    queue = [_Waiting(k, data.draw(st.integers(1, nodes)), float(data.draw(st.integers(1, 60))))
+             for k in range(data.draw(st.integers(1, 25), label="queue length"))]
+    base = machine.planner(now)
+    protocol_only = _ProtocolOnlyPlanner(base)
+    root = _plan(protocol_only.copy(), queue, (), now)
+    assert root is not None
+    assert _plan(base.copy(), queue, (), now) == root
+    slack = data.draw(st.sampled_from([0.0, 5.0, 30.0, math.inf]), label="slack")
+    limits = {jobid: start + slack for jobid, start in root.items()}
+    fitting = [j for j in queue if j.size <= machine.idle_nodes()]
+    picks = data.draw(st.lists(st.sampled_from(range(len(fitting))), unique=True, max_size=4)
+                      if fitting else st.just([]), label="combination, one job at a time")
+    parent, plan = (), root
+    for pick in picks:
+        chosen = (*parent, fitting[pick])
+        scratch = _plan(protocol_only.copy(), queue, chosen, now, limits)
+        assert _plan(base.copy(), queue, chosen, now, limits, (plan, parent)) == scratch
+        if scratch is None:
+            break
+        parent, plan = chosen, scratch
+
+
+class ComparedSlack(SlackBackfill):
+    """The real scheme; at every pass the same search from the same memory also runs through
+    protocol-only planners, and both must choose the same jobs with the same plan."""
+
+    def select(self, ranked, machine, now):
+        plain = SlackBackfill(self.settings)
+        plain.expected = dict(self.expected)
+        plain_choice = plain.select(ranked, _ProtocolOnlyMachine(machine), now)
+        chosen = super().select(ranked, machine, now)
+        assert [j.jobid for j in chosen] == [j.jobid for j in plain_choice], f"t={now}"
+        assert self.plan_starts == plain.plan_starts, f"t={now}"
+        assert self.expected == plain.expected, f"t={now}"
+        return chosen
+
+
+@SETTINGS
+@given(data=st.data(), settings=slack_settings_strategy)
+def test_flat_search_chooses_as_the_plain_search_does(data, settings):
+    kind = data.draw(st.sampled_from([FLAT8, FLAT13]))
+    jobs = data.draw(workloads(kind, max_jobs=25, span=60))
+    qsim = Qsim(jobs, kind.build(), builtin_policy("fcfs"), Backfill.SLACK, slack=settings)
+    qsim.scheduler.slack = ComparedSlack(settings)
+    qsim.run()
 
 
 NO_SLACK_NO_LOOKAHEAD = SlackSettings(lookahead=0, slack_up=1, slack_down=1, slack_min=1, k2=0)
