@@ -393,6 +393,13 @@ class SystemControlClient(UserSocketClient):
     def agents(self) -> list[Row]:
         return list(self._call("agents"))
 
+    def set_queue_layout(self, yaml_text: str, dry_run: bool = False) -> Any:
+        return self._call("set_queue_layout", yaml_text, dry_run)
+
+    def queue_layout(self) -> str | None:
+        found = self._call("queue_layout")
+        return None if found is None else str(found)
+
 
 class MetricsClient(UserSocketClient):
     """The metrics monitor's read-only user API (cqmetrics; metrics_monitor.monitor)."""

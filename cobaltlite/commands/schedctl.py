@@ -277,14 +277,15 @@ def _check(path: Path) -> int:
     return 0
 
 
-def _current_policy(args: Any) -> UtilityFunction:
-    name = args.current
+def current_policy(queue: str, name: str | None = None) -> UtilityFunction:
+    """The utility function `name`, else the one `queue` ranks by now (asked of the queue
+    manager): a builtin or a function of the configured utility file."""
     if name is None:
         with connect_queue_manager() as qm:
             queues = {q["name"]: q for q in qm.queues()}
-        if args.queue not in queues:
-            raise CommandError(f"queue {args.queue!r} does not exist")
-        name = queues[args.queue]["policy"]
+        if queue not in queues:
+            raise CommandError(f"queue {queue!r} does not exist")
+        name = queues[queue]["policy"]
     try:
         return builtin_policy(name)
     except PolicyError:
@@ -318,7 +319,7 @@ def _try(args: Any) -> int:
     if args.policy not in candidates:
         raise CommandError(f"{args.try_file} has no function {args.policy!r} "
                            f"(it has: {', '.join(candidates)})")
-    current = _current_policy(args)
+    current = current_policy(args.queue, args.current)
     machine = args.machine or load_config().machine
     runs = []
     for label, policy in ((f"{current.name} (current)", current),
