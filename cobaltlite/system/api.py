@@ -20,6 +20,9 @@ from cobaltlite.system.admin import ACTIONS
 from cobaltlite.system.forecast import ForecastError
 from cobaltlite.system.service import SystemService
 
+MAX_LAYOUT_TEXT = 1024 * 1024
+"""Characters of a queue layout sent to set_queue_layout: far more than any machine needs."""
+
 
 @Pyro5.api.expose
 class SystemAPI:
@@ -113,6 +116,21 @@ class SystemControlAPI:
         if not isinstance(force, bool):
             raise ValueError("force must be true or false")
         return self._service.administer(action, _components(places), queues, force, by)
+
+    def set_queue_layout(self, yaml_text: str, dry_run: bool = False) -> dict[str, Any]:
+        """Check a queue layout (partadm --layout) and, unless `dry_run`, make it the active
+        one; admin only, a dry run too (it answers whether the change would be taken)."""
+        by = self._require_admin("partadm --layout")
+        if not isinstance(yaml_text, str) or len(yaml_text) > MAX_LAYOUT_TEXT:
+            raise ValueError(f"give the queue layout as YAML text of at most "
+                             f"{MAX_LAYOUT_TEXT} characters")
+        if not isinstance(dry_run, bool):
+            raise ValueError("dry_run must be true or false")
+        return self._service.set_queue_layout(yaml_text, dry_run, by)
+
+    def queue_layout(self) -> str | None:
+        """The active queue layout's YAML text (partadm --layout-show); None: no layout."""
+        return self._service.queue_layout()
 
     def set_forecast(self, entries: list[list[Any]]) -> int:
         """Replace the failure forecast with `entries` ([component, P_f] or [component, P_f,

@@ -1,42 +1,76 @@
-"""The active queue layout on disk (partadm --layout), beside partadm's other state.
+"""The live system's queue layout (partadm --layout; seed 002): checked, kept on disk, laid out.
 
-`<state-dir>/system/queue-layout.yaml` holds the YAML text the system last accepted, written
-by atomic rename (mode 0600) before the layout takes effect, so a layout the system answers
-with is always one a restart finds again: it survives `cobaltlite down`/`up` and a crash. The
-system reads it back when it starts; a file that cannot be read, or no longer fits the machine
-(its description changed meanwhile), is logged and left in place, and the system starts with
-no layout.
+`<state-dir>/system/queue-layout.yaml` holds the YAML text the system last accepted, beside
+partadm's places-admin and failed-components. A new layout is checked whole (read_layout's
+rules, then `QueuePartitions.from_layout` on this machine: errors name the key), written by
+atomic rename (mode 0600), and only then made active; so a layout the system answers with is
+the one a restart finds again, and a refused or unwritable one leaves the active layout as it
+was. At start the file is read back; one that cannot be read or no longer fits the machine (its
+description changed meanwhile) is logged and left in place, and the system starts without a
+layout until an admin sets one.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import structlog
 
+from cobaltlite.errors import InputError
+from cobaltlite.machine.model import Machine
+from cobaltlite.machine.partitions import QueuePartitions
+from cobaltlite.partitioning.layout import parse_layout
 from cobaltlite.system.files import write_text
 
 log = structlog.get_logger("system")
 
 FILE_NAME = "queue-layout.yaml"
+WHERE = "queue layout"
+"""How errors name a layout sent as text (partadm names the file before it sends it)."""
 
 
-class LayoutStore:
-    def __init__(self, directory: Path) -> None:
+class LayoutKeeper:
+    def __init__(self, machine: Machine, directory: Path) -> None:
+        self.machine = machine
         self.path = directory / FILE_NAME
+        self.text: str | None = None
+        self.partitions: QueuePartitions | None = None
+        self.wire: dict[str, Any] | None = None
+        """The partitions as the scheduler's replica reads them (machine_state)."""
+        self._restore()
 
-    def saved(self) -> str | None:
-        """The layout saved before a restart; None when there is none or it cannot be read
-        (logged)."""
+    def _restore(self) -> None:
         try:
-            return self.path.read_text()
+            text = self.path.read_text()
         except FileNotFoundError:
-            return None
+            return
         except (OSError, UnicodeDecodeError) as exc:
             log.error("queue layout unreadable, none restored", path=str(self.path),
                       error=str(exc))
-            return None
+            return
+        try:
+            self._adopt(text, self.check(text))
+        except InputError as exc:
+            log.error("queue layout no longer fits the machine, none restored",
+                      path=str(self.path), error=str(exc))
+            return
+        log.info("queue layout restored", queues=sorted(self.partitions.own)
+                 if self.partitions else [])
 
-    def save(self, text: str) -> None:
-        """Keep `text` as the active layout; OSError leaves the previous one on disk."""
+    def check(self, text: str) -> QueuePartitions:
+        """The partitions of layout `text` on this machine; InputError naming the key."""
+        layout, _nodes = parse_layout(text, WHERE)
+        return QueuePartitions.from_layout(layout, self.machine)
+
+    def change(self, text: str) -> QueuePartitions:
+        """Check, write and activate layout `text`; InputError or OSError: nothing changed."""
+        partitions = self.check(text)
         write_text(self.path, text)
+        self._adopt(text, partitions)
+        return partitions
+
+    def _adopt(self, text: str, partitions: QueuePartitions) -> None:
+        self.text = text
+        self.partitions = partitions
+        self.wire = partitions.to_wire()
