@@ -54,6 +54,12 @@ class QueuePartitions:
         return cls(own, node_range(first, layout.pool), layout.tau_pf,
                    {q.name: q.priority for q in layout.queues}, layout)
 
+    def could_hold(self, queue: str, nodes: int) -> bool:
+        """Whether a job of `nodes` nodes of `queue` (a layout queue) could ever run: in its
+        partition, or on the pool when there is a τ_pf to reach."""
+        return nodes <= len(self.own[queue]) or (self.tau_pf is not None
+                                                  and nodes <= len(self.pool))
+
     def check(self, machine: Machine, where: str = "queue partitions") -> None:
         """InputError naming the queue unless every partition has a node of the machine and no
         node belongs to two partitions or to a partition and the pool."""

@@ -207,6 +207,12 @@ class Qsim:
                     f"job {tj.jobid}: {tj.nodes} nodes fit no place on {machine.name}"
                 )
                 continue
+            if self.partitions is not None and not self.partitions.could_hold(tj.queue, tj.nodes):
+                self.skipped.append(
+                    f"job {tj.jobid}: {tj.nodes} nodes fit neither queue {tj.queue}'s partition "
+                    f"({len(self.partitions.own[tj.queue])} nodes) nor the common pool "
+                    f"({len(self.partitions.pool) if self.partitions.tau_pf is not None else 0})")
+                continue
             pending.append(
                 SimJob(
                     jobid=tj.jobid,
