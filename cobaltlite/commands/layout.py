@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from cobaltlite.commands.common import (
@@ -33,8 +34,8 @@ from cobaltlite.partitioning.layout import (
     NO_TIME_LIMIT,
     PartitionedQueue,
     QueueLayout,
-    parse_layout,
 )
+from cobaltlite.system.layout_store import laid_out
 from cobaltlite.timefmt import format_hms
 
 LIMIT_KEYS = ("minnodes", "maxnodes", "mintime", "maxtime")
@@ -61,9 +62,7 @@ def read_layout_text(path: Path) -> str:
 def checked_layout(text: str, where: str, machine: Machine) -> tuple[QueueLayout, QueuePartitions]:
     """The layout in `text` laid out on `machine`; CommandError naming `where` and the key."""
     try:
-        layout, _nodes = parse_layout(text, where)
-        layout.check(machine.total_nodes, where)
-        return layout, QueuePartitions.from_layout(layout, machine)
+        return laid_out(text, where, machine)
     except InputError as exc:
         raise CommandError(str(exc)) from None
 
@@ -171,32 +170,34 @@ def node_span(places: PlaceSet) -> str:
 
 
 def dry_run(path: Path, log: Path, since: float, policy_queue: str) -> int:
+    """Replay `log` under the active layout and under `path`; print both; change nothing."""
     from cobaltlite.commands.schedctl import current_policy
     from cobaltlite.config import load_config
     from cobaltlite.partitioning.whatif import queue_table, replay_layouts
     from cobaltlite.qsim.metrics import print_comparison
     from cobaltlite.scheduler.scheduler import Backfill
 
-    text = read_layout_text(path)
     machine = live_machine()
-    candidate, _ = checked_layout(text, str(path), machine)
+    checked_layout(read_layout_text(path), str(path), machine)
     with connect_system() as system:
         active = system.queue_layout()
-    current = (None if active is None
-               else checked_layout(active, "the active queue layout", machine)[0])
     config = load_config()
     policy = current_policy(policy_queue)
-    try:
-        runs = replay_layouts(log, config.machine, policy, Backfill(config.backfill), since,
-                              [("current", current), ("new", candidate)])
-    except InputError as exc:
-        raise CommandError(str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="partadm-layout-") as scratch:
+        current = None
+        if active is not None:  # the replay reads a layout file: the active one's text
+            current = Path(scratch) / "active-layout.yaml"
+            current.write_text(active)
+        try:
+            runs = replay_layouts(log, config.machine, policy, Backfill(config.backfill), since,
+                                  [("current", current), ("new", path)])
+        except InputError as exc:
+            raise CommandError(str(exc).replace(str(current), "the active layout")) from None
     print_comparison([(run.label, run.metrics) for run in runs])
     header, rows = queue_table(runs)
     print_lines(format_table(header, rows))
     print(f"{log}: {runs[0].metrics['jobs']} jobs replayed on {config.machine} with "
-          f"{policy.name}, under the active layout ({'none' if current is None else 'current'}) "
-          f"and under {path}; nothing was changed")
+          f"{policy.name} and {config.backfill} backfilling, under the active layout "
+          f"({'none' if active is None else 'current'}) and under {path} (new); nothing was "
+          "changed")
     return 0
-
-

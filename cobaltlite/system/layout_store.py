@@ -20,7 +20,7 @@ import structlog
 from cobaltlite.errors import InputError
 from cobaltlite.machine.model import Machine
 from cobaltlite.machine.partitions import QueuePartitions
-from cobaltlite.partitioning.layout import parse_layout
+from cobaltlite.partitioning.layout import QueueLayout, parse_layout
 from cobaltlite.system.files import write_text
 
 log = structlog.get_logger("system")
@@ -28,6 +28,17 @@ log = structlog.get_logger("system")
 FILE_NAME = "queue-layout.yaml"
 WHERE = "queue layout"
 """How errors name a layout sent as text (partadm names the file before it sends it)."""
+
+
+def laid_out(text: str, where: str, machine: Machine) -> tuple[QueueLayout, QueuePartitions]:
+    """Layout `text` on `machine`: read_layout's rules, its machine_nodes the machine's, its
+    partitions and pool laid out (QueuePartitions.from_layout); InputError naming `where` (the
+    file) and the key. What partadm checks before it sends a layout, and the system after."""
+    layout, nodes = parse_layout(text, where)
+    if nodes != machine.total_nodes:
+        raise InputError(f"{where}: machine_nodes is {nodes}; the machine {machine.name} has "
+                         f"{machine.total_nodes} nodes")
+    return layout, QueuePartitions.from_layout(layout, machine)
 
 
 class LayoutKeeper:
@@ -60,8 +71,7 @@ class LayoutKeeper:
 
     def check(self, text: str) -> QueuePartitions:
         """The partitions of layout `text` on this machine; InputError naming the key."""
-        layout, _nodes = parse_layout(text, WHERE)
-        return QueuePartitions.from_layout(layout, self.machine)
+        return laid_out(text, WHERE, self.machine)[1]
 
     def change(self, text: str) -> QueuePartitions:
         """Check, write and activate layout `text`; InputError or OSError: nothing changed."""
