@@ -14,6 +14,7 @@ from cobaltlite.accounting import format_record
 from cobaltlite.commands.layout import layout_lines, queue_limits
 from cobaltlite.errors import InputError
 from cobaltlite.machine.catalog import load_description
+from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.partitioning.layout import parse_layout
 from cobaltlite.partitioning.whatif import queue_table, replay_layouts, since_moment
@@ -36,7 +37,7 @@ queues:
 """
 
 
-def machine(nodes: int = 8):  # type: ignore[no-untyped-def]
+def machine(nodes: int = 8) -> Machine:
     return build_machine(load_description(f"flat:{nodes}"))
 
 
@@ -46,7 +47,7 @@ def test_the_store_activates_only_what_it_wrote_and_restores_it(tmp_path: Path) 
     partitions = keeper.change(LAYOUT)
     assert (tmp_path / FILE_NAME).read_text() == LAYOUT
     assert os.stat(tmp_path / FILE_NAME).st_mode & 0o777 == 0o600
-    assert keeper.wire == partitions.to_wire()
+    assert keeper.wire is not None and keeper.wire == partitions.to_wire()
     assert keeper.wire["own"] == {"small": ["0", "1"], "big": ["2", "3", "4", "5"]}
     assert keeper.wire["pool"] == ["6", "7"] and keeper.wire["tau_pf"] == 3.0
 
