@@ -131,7 +131,7 @@ BAD_LAYOUTS = [
 
 
 def test_bad_layouts_are_refused_naming_file_and_key_and_change_nothing(
-        flat: Instance) -> None:
+        flat: Instance, accounts: Accounts) -> None:
     ok(flat.command("partadm", "--layout", str(layout_file(flat, LAYOUT))))
     for name, text, message in BAD_LAYOUTS:
         path = layout_file(flat, text, f"{name.replace(' ', '-')}.yaml")
@@ -141,6 +141,12 @@ def test_bad_layouts_are_refused_naming_file_and_key_and_change_nothing(
     refused(flat.command("partadm", "--layout", str(missing)),
             f"--layout {missing}: cannot read it: No such file or directory")
     assert ok(flat.command("partadm", "--layout-show")) == SHOWN
+
+    refused(flat.command("partadm", "--layout-clear", account=ALICE, accounts=accounts),
+            f"partadm --layout-clear {ADMIN_ONLY}")
+    assert ok(flat.command("partadm", "--layout-clear", account=BOB, accounts=accounts)) == \
+        "no queue layout: every queue runs on the whole machine\n"
+    assert ok(flat.command("partadm", "--layout-show")).startswith("no queue layout")
 
 
 def test_a_dry_run_replays_the_accounting_log_under_both_layouts_and_changes_nothing(

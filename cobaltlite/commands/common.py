@@ -396,6 +396,9 @@ class SystemControlClient(UserSocketClient):
     def set_queue_layout(self, yaml_text: str, dry_run: bool = False) -> Any:
         return self._call("set_queue_layout", yaml_text, dry_run)
 
+    def clear_queue_layout(self) -> None:
+        self._call("clear_queue_layout")
+
     def queue_layout(self) -> str | None:
         found = self._call("queue_layout")
         return None if found is None else str(found)

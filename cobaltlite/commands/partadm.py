@@ -18,6 +18,7 @@ and a list is refused whole, nothing changed, if one name is wrong):
   queue's partition and the common pool; the queue manager gets the queues and their size and
   time limits (cobaltlite/commands/layout.py). With `--dry-run --log LOG [--since 30d]` it
   only replays LOG under the active layout and under FILE and prints both (anyone).
+  `--layout-clear` removes the active layout.
 
 Listings (anyone): `-l` (Name, Queue, Size, Functional, Scheduled, State), `--dump` (every
 block, deleted ones too, as JSON), `--xml` (the managed blocks in Cobalt's partition XML),
@@ -58,6 +59,7 @@ def build_parser() -> CommandParser:
               "       partadm --queue Q1:Q2|--appq Q|--rmq Q [-f] PART ...\n"
               "       partadm --fail|--unfail PART ...\n"
               "       partadm --layout FILE [-f] [--dry-run --log LOG [--since 30d]]\n"
+              "       partadm --layout-clear\n"
               "       partadm -l|--dump|--xml|--layout-show",
         description="Administer cobaltlite partitions (blocks; node numbers on a flat "
                     "cluster). Changes need root or the admin group and survive a restart.",
@@ -96,6 +98,9 @@ def build_parser() -> CommandParser:
     action.add_argument("--layout-show", dest="action", action="store_const",
                         const="layout-show", help="show the active queue layout: each queue's "
                         "partition, the sizes and times it takes, the common pool and tau_pf")
+    action.add_argument("--layout-clear", dest="action", action="store_const",
+                        const="layout-clear", help="no queue layout any more: every queue "
+                        "runs on the whole machine again (the queues and limits stay)")
     action.add_argument("-l", dest="action", action="store_const", const="list",
                         help="list the managed blocks: Name, Queue, Size, Functional, "
                         "Scheduled, State")
@@ -134,9 +139,14 @@ def _run(args: Any) -> int:
         if getattr(args, option) is not None:
             queues = queue_names(getattr(args, option), f"--{option}")
             return administer(option, _parts(args), queues, args.force)
-    if args.action == "layout-show":
+    if args.action in ("layout-show", "layout-clear"):
         if args.parts:
-            raise CommandError("--layout-show takes no partition names")
+            raise CommandError(f"--{args.action} takes no partition names")
+        if args.action == "layout-clear":
+            with connect_system() as system:
+                system.clear_queue_layout()
+            print("no queue layout: every queue runs on the whole machine")
+            return 0
         return layout.show_layout()
     if args.action in LISTINGS:
         if args.parts:

@@ -128,6 +128,10 @@ class SystemControlAPI:
             raise ValueError("dry_run must be true or false")
         return self._service.set_queue_layout(yaml_text, dry_run, by)
 
+    def clear_queue_layout(self) -> None:
+        """No queue layout any more (partadm --layout-clear); admin only."""
+        self._service.clear_queue_layout(self._require_admin("partadm --layout-clear"))
+
     def queue_layout(self) -> str | None:
         """The active queue layout's YAML text (partadm --layout-show); None: no layout."""
         return self._service.queue_layout()

@@ -80,6 +80,11 @@ class LayoutKeeper:
         self._adopt(text, partitions)
         return partitions
 
+    def clear(self) -> None:
+        """No layout from now on, nor after a restart; OSError: nothing changed."""
+        self.path.unlink(missing_ok=True)
+        self.text = self.partitions = self.wire = None
+
     def _adopt(self, text: str, partitions: QueuePartitions) -> None:
         self.text = text
         self.partitions = partitions

@@ -347,6 +347,16 @@ class SystemService:
                             pool=len(partitions.pool), tau_pf=partitions.tau_pf, by=by)
             return partitions.to_wire()
 
+    def clear_queue_layout(self, by: str) -> None:
+        """No queue layout from the scheduler's next pass on, nor after a restart."""
+        with self._lock:
+            try:
+                self.layout.clear()
+            except OSError as exc:
+                raise ValueError(f"nothing changed: the layout cannot be removed: {exc}"
+                                 ) from None
+            log.warning("queue layout cleared", by=by)
+
     def queue_layout(self) -> str | None:
         """The active layout's YAML text; None: no layout."""
         with self._lock:
