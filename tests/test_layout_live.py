@@ -142,6 +142,19 @@ def test_bad_layouts_are_refused_naming_file_and_key_and_change_nothing(
             f"--layout {missing}: cannot read it: No such file or directory")
     assert ok(flat.command("partadm", "--layout-show")) == SHOWN
 
+    # A layout of the whole machine would leave default's waiting job no node: refused, unless
+    # forced.
+    ok(flat.command("schedctl", "--stop"))
+    flat.qsub("-n", "1", "-t", "10", "/bin/true")
+    whole = layout_file(flat, LAYOUT.replace("nodes: 4\n", "nodes: 6\n"), "whole.yaml")
+    refused(flat.command("partadm", "--layout", str(whole)),
+            "partadm: nothing changed: the layout leaves no node outside its partitions and "
+            "pool, so queue default (1 waiting) would have nowhere to run; add it to the "
+            "layout, or force (-f)\n")
+    assert ok(flat.command("partadm", "--layout-show")) == SHOWN
+    assert ok(flat.command("partadm", "-f", "--layout", str(whole))).endswith(
+        "other queues: no node (their jobs wait)\n")
+
     refused(flat.command("partadm", "--layout-clear", account=ALICE, accounts=accounts),
             f"partadm --layout-clear {ADMIN_ONLY}")
     assert ok(flat.command("partadm", "--layout-clear", account=BOB, accounts=accounts)) == \
