@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live import Instance, until
+from live import Instance, ok, until
 from unix_users import ADMINS, ALICE, BOB, Accounts, ensure_test_users
 
 LAYOUT = """\
@@ -51,12 +51,6 @@ def flat() -> Iterator[Instance]:
     running = Instance(machine="flat:8", settings={"admin_group": ADMINS}).start_retrying()
     yield running
     running.stop()
-
-
-def ok(ran: subprocess.CompletedProcess[str]) -> str:
-    assert ran.returncode == 0, f"exit {ran.returncode}: {ran.stderr}"
-    assert ran.stderr == ""
-    return ran.stdout
 
 
 def refused(ran: subprocess.CompletedProcess[str], message: str) -> None:

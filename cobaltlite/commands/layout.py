@@ -24,6 +24,7 @@ from cobaltlite.commands.common import (
     connect_system,
     format_table,
     print_lines,
+    read_input,
 )
 from cobaltlite.errors import InputError
 from cobaltlite.machine.model import Machine, PlaceSet
@@ -51,14 +52,6 @@ def queue_limits(queue: PartitionedQueue) -> dict[str, str | None]:
             "maxtime": format_hms(t_high) if t_high < NO_TIME_LIMIT else None}
 
 
-def read_layout_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CommandError(f"--layout {path}: cannot read it: "
-                           f"{getattr(exc, 'strerror', None) or exc}") from None
-
-
 def checked_layout(text: str, where: str, machine: Machine) -> tuple[QueueLayout, QueuePartitions]:
     """The layout in `text` laid out on `machine`; CommandError naming `where` and the key."""
     try:
@@ -74,7 +67,7 @@ def live_machine() -> Machine:
 
 
 def set_layout(path: Path, force: bool) -> int:
-    text = read_layout_text(path)
+    text = read_input(path, f"--layout {path}: cannot read it")
     machine = live_machine()
     layout, partitions = checked_layout(text, str(path), machine)
     with connect_system() as system:
@@ -178,7 +171,7 @@ def dry_run(path: Path, log: Path, since: float, policy_queue: str) -> int:
     from cobaltlite.scheduler.scheduler import Backfill
 
     machine = live_machine()
-    checked_layout(read_layout_text(path), str(path), machine)
+    checked_layout(read_input(path, f"--layout {path}: cannot read it"), str(path), machine)
     with connect_system() as system:
         active = system.queue_layout()
     config = load_config()

@@ -27,6 +27,7 @@ from cobaltlite.commands.common import (
     add_help_option,
     connect_queue_manager,
     connect_system,
+    read_input,
     report_results,
     run_command,
 )
@@ -165,7 +166,9 @@ def _scheduler(args: Any) -> int:
         elif args.unset_tunable is not None:
             _print_tuning(scheduler.unset_tunable(args.unset_tunable))
         elif args.tuning is not None:
-            _print_tuning(scheduler.load_tuning(_read_text(args.tuning), str(args.tuning)))
+            _print_tuning(scheduler.load_tuning(
+                read_input(args.tuning, f"{args.tuning}: cannot read the tuning scheme"),
+                str(args.tuning)))
         else:
             status = scheduler.status()
             print(f"Job Scheduling: {'ENABLED' if status['active'] else 'DISABLED'}")
@@ -187,14 +190,6 @@ def _scheduler(args: Any) -> int:
         raise CommandError(f"cannot reach the scheduler at {config.admin_socket}: {exc} "
                            "(is `cobaltlite up` running?)") from None
     return 0
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CommandError(f"{path}: cannot read the tuning scheme: "
-                           f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _tunable_setting(text: str) -> tuple[str, float]:

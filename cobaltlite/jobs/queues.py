@@ -239,18 +239,16 @@ def admission_error(queue: Mapping[str, Any], user: str, groups: Iterable[str], 
     if not restrictions:
         return None
     name = queue["name"]
-    maxtime = restrictions.get("maxtime")
-    if maxtime is not None and walltime > maxtime:
-        return f"Walltime greater than the '{name}' queue max walltime of {format_hms(maxtime)}"
-    mintime = restrictions.get("mintime")
-    if mintime is not None and walltime < mintime:
-        return f"Walltime less than the '{name}' queue min walltime of {format_hms(mintime)}"
-    maxnodes = restrictions.get("maxnodes")
-    if maxnodes is not None and nodes > maxnodes:
-        return f"Nodes greater than the '{name}' queue max nodes of {maxnodes}"
-    minnodes = restrictions.get("minnodes")
-    if minnodes is not None and nodes < minnodes:
-        return f"Nodes less than the '{name}' queue min nodes of {minnodes}"
+    ranges: tuple[tuple[str, int, str, str, Callable[[int], str]], ...] = (
+        ("Walltime", walltime, "time", "walltime", format_hms),
+        ("Nodes", nodes, "nodes", "nodes", str))
+    for quantity, value, key, unit, show in ranges:
+        most = restrictions.get(f"max{key}")
+        if most is not None and value > most:
+            return f"{quantity} greater than the '{name}' queue max {unit} of {show(most)}"
+        least = restrictions.get(f"min{key}")
+        if least is not None and value < least:
+            return f"{quantity} less than the '{name}' queue min {unit} of {show(least)}"
     users = restrictions.get("users")
     if users and users != "*" and user not in users.split(":"):
         return f"You are not allowed to submit to the '{name}' queue"
