@@ -20,8 +20,9 @@ from cobaltlite.system.admin import ACTIONS
 from cobaltlite.system.forecast import ForecastError
 from cobaltlite.system.service import SystemService
 
-MAX_LAYOUT_TEXT = 1024 * 1024
-"""Characters of a queue layout sent to set_queue_layout: far more than any machine needs."""
+MAX_LAYOUT_TEXT = 64 * 1024
+"""Characters of a queue layout sent to set_queue_layout: some thousand job classes, far more
+than any machine needs, while checking their overlaps (quadratic) stays quick."""
 
 
 @Pyro5.api.expose
