@@ -131,6 +131,9 @@ def test_bad_layouts_are_refused_naming_file_and_key_and_change_nothing(
         path = layout_file(flat, text, f"{name.replace(' ', '-')}.yaml")
         refused(flat.command("partadm", "--layout", str(path)), f"{path}: ")
         refused(flat.command("partadm", "--layout", str(path)), message)
+    padded = layout_file(flat, LAYOUT + "#" * 65536 + "\n", "padded.yaml")
+    refused(flat.command("partadm", "--layout", str(padded)),
+            "give the queue layout as YAML text of at most 65536 characters")
     missing = flat.jobs_dir / "missing.yaml"
     refused(flat.command("partadm", "--layout", str(missing)),
             f"--layout {missing}: cannot read it: No such file or directory")
