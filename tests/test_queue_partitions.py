@@ -27,6 +27,7 @@ from cobaltlite.partitioning.evaluate import replay_partition
 from cobaltlite.partitioning.layout import JobClass, PartitionedQueue, QueueLayout
 from cobaltlite.policy.utility import builtin_policy
 from cobaltlite.qsim.engine import Qsim, ReplayObserver, SimJob
+from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.traces.model import TraceJob
 from cobaltlite.traces.swf import read_swf
@@ -297,3 +298,13 @@ def test_qsim_queue_layout_must_match_the_machine(tmp_path: Path) -> None:
     done = _qsim("--trace", str(trace), "--machine", "flat:8", "--queue-layout", str(layout))
     assert done.returncode == 1
     assert f"--queue-layout {layout}: machine_nodes is 16; the machine" in done.stderr
+
+
+def test_a_reservation_keeps_the_jobs_of_the_partition_it_covers_off_its_nodes() -> None:
+    # A maintenance window on a's nodes 0-3 over [100, 500): a's 200-s job cannot start at 0
+    # (it would run into the window) and starts at its end; b (4-7) is untouched.
+    maintenance = Reservation("maint", start=100, duration=400,
+                              places=tuple(str(n) for n in range(4)))
+    jobs = [job(1, 0, 4, 200, "a"), job(2, 0, 4, 200, "b"), job(3, 0, 2, 50, "a")]
+    got = replay(jobs, 8, by_source(("a", 4, 1), ("b", 4, 1)), reservations=[maintenance])
+    assert {j: start for j, (start, _) in got.items()} == {1: 500, 2: 0, 3: 0}
