@@ -21,7 +21,7 @@ from cobaltlite.machine.bits import ranges_to_mask
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import FlatDescription
 from cobaltlite.machine.flat import FlatMachine
-from cobaltlite.machine.partitions import QueuePartitions
+from cobaltlite.machine.partitions import QueuePartitions, node_mask
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.partitioning.evaluate import replay_partition
 from cobaltlite.partitioning.layout import JobClass, PartitionedQueue, QueueLayout
@@ -208,10 +208,10 @@ def test_jobs_run_only_in_their_partition_or_the_pool_and_no_node_twice(
     parts = qsim.partitions
     assert parts is not None
     qsim.run()  # the machine refuses any node held twice (MachineError)
-    pool_mask = sum(1 << int(n) for n in parts.pool)
+    pool_mask = node_mask(parts.pool)
     held: list[tuple[int, float, float]] = []
     for sim, where, start, _ in observer.runs:
-        own = sum(1 << int(n) for n in parts.own[sim.queue])
+        own = node_mask(parts.own[sim.queue])
         if where & ~own:
             assert where & ~pool_mask == 0, f"job {sim.jobid} mixes or leaves its places"
             factor = (start - sim.submit_time) / sim.wall_time * parts.priority[sim.queue]

@@ -89,8 +89,7 @@ class QueuePartitions:
     def listing(self, machine_nodes: int) -> dict[str, Any]:
         """What an admin reads: each queue's nodes, the pool, and the rest (no partition's:
         where the queues the layout does not name run), as node ranges."""
-        taken = sum(1 << int(name) for places in [*self.own.values(), self.pool]
-                    for name in places)
+        taken = node_mask(self.pool.union(*self.own.values()))
         return {"queues": [{"name": q, "nodes": len(p), "places": _ranges(p),
                             "priority": self.priority.get(q, 1.0)} for q, p in self.own.items()],
                 "pool": _ranges(self.pool), "tau_pf": self.tau_pf,
@@ -106,8 +105,13 @@ def _node_order(name: str) -> tuple[int, str]:
     return (int(name), "") if name.isdigit() else (-1, name)
 
 
+def node_mask(places: PlaceSet) -> int:
+    """A flat machine's node names as a mask."""
+    return sum(1 << int(name) for name in places)
+
+
 def _ranges(places: PlaceSet) -> str:
-    return mask_to_ranges(sum(1 << int(name) for name in places))
+    return mask_to_ranges(node_mask(places))
 
 
 def _names(ranges: str) -> PlaceSet:
