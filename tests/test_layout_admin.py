@@ -45,11 +45,12 @@ def test_the_store_activates_only_what_it_wrote_and_restores_it(tmp_path: Path) 
     keeper = LayoutKeeper(machine(), tmp_path)
     assert keeper.text is None and keeper.wire is None
     partitions = keeper.change(LAYOUT)
+    assert partitions is not None
     assert (tmp_path / FILE_NAME).read_text() == LAYOUT
     assert os.stat(tmp_path / FILE_NAME).st_mode & 0o777 == 0o600
     assert keeper.wire is not None and keeper.wire == partitions.to_wire()
-    assert keeper.wire["own"] == {"small": ["0", "1"], "big": ["2", "3", "4", "5"]}
-    assert keeper.wire["pool"] == ["6", "7"] and keeper.wire["tau_pf"] == 3.0
+    assert keeper.wire["own"] == {"small": "0-1", "big": "2-5"}
+    assert keeper.wire["pool"] == "6-7" and keeper.wire["tau_pf"] == 3.0
 
     # Refused: nothing written, the active layout unchanged.
     with pytest.raises(InputError, match="queue layout: partitions and pool hold 10 nodes; "
@@ -64,6 +65,11 @@ def test_the_store_activates_only_what_it_wrote_and_restores_it(tmp_path: Path) 
     assert keeper.text == LAYOUT and keeper.wire == partitions.to_wire()
 
     assert LayoutKeeper(machine(), tmp_path).wire == partitions.to_wire()
+    # Blank text removes the layout, on disk too.
+    assert LayoutKeeper(machine(), tmp_path).change("\n") is None
+    assert not (tmp_path / FILE_NAME).exists()
+    assert LayoutKeeper(machine(), tmp_path).text is None
+    (tmp_path / FILE_NAME).write_text(LAYOUT)
     # A machine the saved layout no longer fits starts without one, the file kept.
     assert LayoutKeeper(machine(6), tmp_path).text is None
     assert (tmp_path / FILE_NAME).read_text() == LAYOUT
@@ -71,7 +77,7 @@ def test_the_store_activates_only_what_it_wrote_and_restores_it(tmp_path: Path) 
 
 @pytest.mark.parametrize(("text", "message"), [
     (LAYOUT.replace("machine_nodes: 8", "machine_nodes: 16"),
-     "f.yaml: machine_nodes is 16; the machine flat:8 has 8 nodes"),
+     "f.yaml: machine_nodes is 16; flat:8 has 8 nodes"),
     (LAYOUT.replace("[{nodes: [3, 4], time", "[{nodes: [2, 4], time"),
      "f.yaml: queues 'small' and 'big' both take some jobs"),
     (LAYOUT.replace("    nodes: 2\n", "    nodes: 0\n"),

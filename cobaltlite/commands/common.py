@@ -402,15 +402,12 @@ class SystemControlClient(UserSocketClient):
     def agents(self) -> list[Row]:
         return list(self._call("agents"))
 
-    def set_queue_layout(self, yaml_text: str, dry_run: bool = False) -> Any:
-        return self._call("set_queue_layout", yaml_text, dry_run)
-
-    def clear_queue_layout(self) -> None:
-        self._call("clear_queue_layout")
+    def set_queue_layout(self, yaml_text: str, dry_run: bool = False) -> dict[str, Any]:
+        return dict(self._call("set_queue_layout", yaml_text, dry_run))
 
     def queue_layout(self) -> str | None:
-        found = self._call("queue_layout")
-        return None if found is None else str(found)
+        layout = self._call("queue_layout")
+        return None if layout is None else str(layout)
 
 
 class MetricsClient(UserSocketClient):

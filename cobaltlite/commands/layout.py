@@ -27,7 +27,7 @@ from cobaltlite.commands.common import (
     read_input,
 )
 from cobaltlite.errors import InputError
-from cobaltlite.machine.model import Machine, PlaceSet
+from cobaltlite.machine.model import Machine
 from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.machine.wire import description_from_wire
@@ -132,34 +132,28 @@ def show_layout() -> int:
 
 def layout_lines(layout: QueueLayout, partitions: QueuePartitions,
                  machine_nodes: int) -> list[str]:
-    """The layout as partadm --layout-show prints it: a table of queues, then the pool,
-    tau_pf, and where queues outside the layout run."""
+    """The layout as partadm --layout-show prints it: a table of queues (their partitions as
+    `QueuePartitions.listing` gives them), then the pool, tau_pf, and the nodes where queues
+    outside the layout run."""
+    listing = partitions.listing(machine_nodes)
+    places = {row["name"]: row["places"] for row in listing["queues"]}
     rows = []
     for q in layout.queues:
         low, high = q.size_range
         t_low, t_high = q.time_range
-        rows.append([q.name, q.nodes, node_span(partitions.own[q.name]), f"{low}-{high}",
+        rows.append([q.name, q.nodes, places[q.name], f"{low}-{high}",
                      f"{format_hms(t_low)}-"
                      + ("any" if t_high >= NO_TIME_LIMIT else format_hms(t_high)),
                      f"{q.priority:g}"])
     lines = format_table(["Queue", "Nodes", "Partition", "JobNodes", "JobTime", "Priority"],
                          rows)
-    pool = (f"{len(partitions.pool)} nodes ({node_span(partitions.pool)})" if partitions.pool
-            else "none")
+    pool = f"{len(partitions.pool)} nodes ({listing['pool']})" if partitions.pool else "none"
     tau = "-" if partitions.tau_pf is None else f"{partitions.tau_pf:g}"
     lines.append(f"common pool: {pool}; tau_pf: {tau}")
-    rest = machine_nodes - layout.nodes
-    lines.append("other queues: " + (f"nodes {layout.nodes}-{machine_nodes - 1}" if rest > 0
-                                     else "no node (their jobs wait)"))
+    rest = listing["rest"]
+    lines.append(f"other queues: nodes {rest}" if rest else
+                 "other queues: no node (their jobs wait)")
     return lines
-
-
-def node_span(places: PlaceSet) -> str:
-    """A contiguous set of flat node names as FIRST-LAST (one node: its number)."""
-    numbers = sorted(int(p) for p in places)
-    if not numbers:
-        return "-"
-    return str(numbers[0]) if len(numbers) == 1 else f"{numbers[0]}-{numbers[-1]}"
 
 
 def dry_run(path: Path, log: Path, since: float, policy_queue: str) -> int:

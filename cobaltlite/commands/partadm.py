@@ -144,7 +144,7 @@ def _run(args: Any) -> int:
             raise CommandError(f"--{args.action} takes no partition names")
         if args.action == "layout-clear":
             with connect_system() as system:
-                system.clear_queue_layout()
+                system.set_queue_layout("", False)
             print("no queue layout: every queue runs on the whole machine")
             return 0
         return layout.show_layout()

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cobaltlite.errors import InputError
+from cobaltlite.machine.bits import iter_bits, mask_to_ranges, ranges_to_mask
+from cobaltlite.machine.description import FlatDescription
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.partitioning.layout import QueueLayout
 
@@ -42,7 +44,7 @@ class QueuePartitions:
     def from_layout(cls, layout: QueueLayout, machine: Machine) -> QueuePartitions:
         """Partitions as contiguous node ranges in the layout's queue order from node 0, the
         pool the next `layout.pool` nodes; InputError if the machine cannot hold them."""
-        if machine.min_block_size != 1 or getattr(machine, "sizes", None) is not None:
+        if not isinstance(machine.description, FlatDescription):
             raise InputError(f"queue layout: machine {machine.name!r} is a Blue Gene/P; queue "
                              "partitions are laid out on flat machines only")
         layout.check(machine.total_nodes)
@@ -80,16 +82,37 @@ class QueuePartitions:
                 seen[place] = label
 
     def to_wire(self) -> dict[str, Any]:
-        """Plain data for Pyro5 (node ranges as lists of names)."""
-        return {"own": {q: sorted(p, key=_node_order) for q, p in self.own.items()},
-                "pool": sorted(self.pool, key=_node_order), "tau_pf": self.tau_pf,
-                "priority": dict(self.priority)}
+        """Plain data for Pyro5, with node ranges as `0-15,32` (what users read too)."""
+        return {"own": {q: _ranges(p) for q, p in self.own.items()}, "pool": _ranges(self.pool),
+                "tau_pf": self.tau_pf, "priority": dict(self.priority)}
+
+    def listing(self, machine_nodes: int) -> dict[str, Any]:
+        """What an admin reads: each queue's nodes, the pool, and the rest (no partition's:
+        where the queues the layout does not name run), as node ranges."""
+        taken = node_mask(self.pool.union(*self.own.values()))
+        return {"queues": [{"name": q, "nodes": len(p), "places": _ranges(p),
+                            "priority": self.priority.get(q, 1.0)} for q, p in self.own.items()],
+                "pool": _ranges(self.pool), "tau_pf": self.tau_pf,
+                "rest": mask_to_ranges(((1 << machine_nodes) - 1) & ~taken)}
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> QueuePartitions:
-        return cls({q: frozenset(p) for q, p in data["own"].items()}, frozenset(data["pool"]),
+        return cls({q: _names(p) for q, p in data["own"].items()}, _names(data["pool"]),
                    data["tau_pf"], dict(data["priority"]))
 
 
 def _node_order(name: str) -> tuple[int, str]:
     return (int(name), "") if name.isdigit() else (-1, name)
+
+
+def node_mask(places: PlaceSet) -> int:
+    """A flat machine's node names as a mask."""
+    return sum(1 << int(name) for name in places)
+
+
+def _ranges(places: PlaceSet) -> str:
+    return mask_to_ranges(node_mask(places))
+
+
+def _names(ranges: str) -> PlaceSet:
+    return frozenset(str(n) for n in iter_bits(ranges_to_mask(ranges)))

@@ -201,7 +201,7 @@ def parse_layout(text: str, path: str) -> tuple[QueueLayout, int]:
         raise InputError(f"{path}: queues: give a list of queues")
     queues = [_queue(item, f"{path}: queues[{i}]") for i, item in enumerate(raw)]
     layout = QueueLayout(tuple(queues), pool, None if tau is None else float(tau))
-    layout.check(machine_nodes, str(path))
+    layout.check(machine_nodes, path)
     return layout, machine_nodes
 
 

@@ -14,18 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from cobaltlite.machine.bits import ranges_to_mask
-from cobaltlite.machine.partitions import QueuePartitions
+from cobaltlite.machine.partitions import QueuePartitions, node_mask
 from cobaltlite.qsim.outcome import JobOutcome
 
 STARVATION_TIME = 24 * 3600.0
 """Seconds of wait after which a job starves (seed 002 §III: the Cray's 24 hours)."""
-
-
-def _mask(places: frozenset[str]) -> int:
-    mask = 0
-    for name in places:
-        mask |= 1 << int(name)
-    return mask
 
 
 def queue_metrics(outcomes: Sequence[JobOutcome], partitions: QueuePartitions,
@@ -34,8 +27,8 @@ def queue_metrics(outcomes: Sequence[JobOutcome], partitions: QueuePartitions,
     """{"starvation_time": s, "queues": {queue: figures}, "pool": {nodes, utilization}}."""
     span_start = min((o.submit_time for o in outcomes), default=0.0)
     span = max((o.end_time for o in outcomes), default=0.0) - span_start
-    pool_mask = _mask(partitions.pool)
-    own_masks = {q: _mask(p) for q, p in partitions.own.items()}
+    pool_mask = node_mask(partitions.pool)
+    own_masks = {q: node_mask(p) for q, p in partitions.own.items()}
     rows: dict[str, dict[str, Any]] = {}
     pool_work = 0.0
     for queue, places in partitions.own.items():

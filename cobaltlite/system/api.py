@@ -119,8 +119,11 @@ class SystemControlAPI:
         return self._service.administer(action, _components(places), queues, force, by)
 
     def set_queue_layout(self, yaml_text: str, dry_run: bool = False) -> dict[str, Any]:
-        """Check a queue layout (partadm --layout) and, unless `dry_run`, make it the active
-        one; admin only, a dry run too (it answers whether the change would be taken)."""
+        """Check a queue layout (partadm --layout; YAML, docs/hybrid-queues.md) and, unless
+        `dry_run`, make it the active one from the scheduler's next pass, kept across restarts.
+        Blank text removes the layout. Admin only, a dry run too: partadm asks it before it
+        creates queues, so a plain user is refused before anything changes. Returns each
+        queue's nodes, the pool and the rest as node ranges."""
         by = self._require_admin("partadm --layout")
         if not isinstance(yaml_text, str) or len(yaml_text) > MAX_LAYOUT_TEXT:
             raise ValueError(f"give the queue layout as YAML text of at most "
@@ -128,10 +131,6 @@ class SystemControlAPI:
         if not isinstance(dry_run, bool):
             raise ValueError("dry_run must be true or false")
         return self._service.set_queue_layout(yaml_text, dry_run, by)
-
-    def clear_queue_layout(self) -> None:
-        """No queue layout any more (partadm --layout-clear); admin only."""
-        self._service.clear_queue_layout(self._require_admin("partadm --layout-clear"))
 
     def queue_layout(self) -> str | None:
         """The active queue layout's YAML text (partadm --layout-show); None: no layout."""

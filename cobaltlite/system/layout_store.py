@@ -36,7 +36,7 @@ def laid_out(text: str, where: str, machine: Machine) -> tuple[QueueLayout, Queu
     file) and the key. What partadm checks before it sends a layout, and the system after."""
     layout, nodes = parse_layout(text, where)
     if nodes != machine.total_nodes:
-        raise InputError(f"{where}: machine_nodes is {nodes}; the machine {machine.name} has "
+        raise InputError(f"{where}: machine_nodes is {nodes}; {machine.name} has "
                          f"{machine.total_nodes} nodes")
     return layout, QueuePartitions.from_layout(layout, machine)
 
@@ -61,7 +61,7 @@ class LayoutKeeper:
                       error=str(exc))
             return
         try:
-            self._adopt(text, self.check(text))
+            self._adopt(text, laid_out(text, WHERE, self.machine)[1])
         except InputError as exc:
             log.error("queue layout no longer fits the machine, none restored",
                       path=str(self.path), error=str(exc))
@@ -69,21 +69,22 @@ class LayoutKeeper:
         log.info("queue layout restored", queues=sorted(self.partitions.own)
                  if self.partitions else [])
 
-    def check(self, text: str) -> QueuePartitions:
-        """The partitions of layout `text` on this machine; InputError naming the key."""
-        return laid_out(text, WHERE, self.machine)[1]
+    def check(self, text: str) -> QueuePartitions | None:
+        """The partitions of layout `text` on this machine (None: blank text, no layout);
+        InputError naming the key."""
+        return laid_out(text, WHERE, self.machine)[1] if text.strip() else None
 
-    def change(self, text: str) -> QueuePartitions:
-        """Check, write and activate layout `text`; InputError or OSError: nothing changed."""
+    def change(self, text: str) -> QueuePartitions | None:
+        """Check, write and activate layout `text` (blank: remove the layout, here and on
+        disk); InputError or OSError: nothing changed."""
         partitions = self.check(text)
+        if partitions is None:
+            self.path.unlink(missing_ok=True)
+            self.text = self.partitions = self.wire = None
+            return None
         write_text(self.path, text)
         self._adopt(text, partitions)
         return partitions
-
-    def clear(self) -> None:
-        """No layout from now on, nor after a restart; OSError: nothing changed."""
-        self.path.unlink(missing_ok=True)
-        self.text = self.partitions = self.wire = None
 
     def _adopt(self, text: str, partitions: QueuePartitions) -> None:
         self.text = text

@@ -327,38 +327,29 @@ class SystemService:
                         force=force, by=by)
             return state.to_json()
 
-    # ---- the queue layout (partadm --layout) ---------------------------------------------
+    # ---- the queue layout (partadm --layout; seed 002, docs/hybrid-queues.md) ---------------
 
-    def set_queue_layout(self, yaml_text: str, dry_run: bool, by: str) -> dict[str, Any]:
-        """Check layout `yaml_text` and, unless `dry_run`, make it the active layout, kept
-        across restarts (LayoutKeeper); the scheduler follows from its next pass. Returns the
-        partitions as the scheduler reads them; ValueError naming the key: nothing changed."""
+    def set_queue_layout(self, text: str, dry_run: bool, by: str) -> dict[str, Any]:
+        """Check a queue layout's YAML on this machine (laid_out) and, unless `dry_run`, make
+        it the active one, kept across restarts (LayoutKeeper): the scheduler places by it from
+        its next pass (running jobs keep their nodes). Blank text removes the layout. Returns
+        the partitions as node ranges (`QueuePartitions.listing`, empty without a layout);
+        ValueError saying what is wrong, and nothing changes."""
         with self._lock:
             try:
-                partitions = (self.layout.check(yaml_text) if dry_run
-                              else self.layout.change(yaml_text))
+                partitions = (self.layout.check(text) if dry_run else self.layout.change(text))
             except InputError as exc:
                 raise ValueError(f"nothing changed: {exc}") from None
             except OSError as exc:
                 raise ValueError(f"nothing changed: the layout cannot be recorded: {exc}"
                                  ) from None
             if not dry_run:
-                log.warning("queue layout set", queues=list(partitions.own),
-                            pool=len(partitions.pool), tau_pf=partitions.tau_pf, by=by)
-            return partitions.to_wire()
-
-    def clear_queue_layout(self, by: str) -> None:
-        """No queue layout from the scheduler's next pass on, nor after a restart."""
-        with self._lock:
-            try:
-                self.layout.clear()
-            except OSError as exc:
-                raise ValueError(f"nothing changed: the layout cannot be removed: {exc}"
-                                 ) from None
-            log.warning("queue layout cleared", by=by)
+                log.warning("queue layout set", by=by, queues=sorted(partitions.own)
+                            if partitions is not None else None)
+            return {} if partitions is None else partitions.listing(self.machine.total_nodes)
 
     def queue_layout(self) -> str | None:
-        """The active layout's YAML text; None: no layout."""
+        """The active queue layout's YAML as it was given, or None."""
         with self._lock:
             return self.layout.text
 
