@@ -159,6 +159,7 @@ def test_a_dry_run_replays_the_log_under_each_layout(tmp_path: Path) -> None:
     assert waits == {"none": {"default": (4, 0.0, 0.0)},
                      "current": {"small": (3, 100 / 3, 100.0), "big": (1, 0.0, 0.0)},
                      "new": {"small": (3, 0.0, 0.0), "big": (1, 0.0, 0.0)}}
+    assert all(not run.skipped for run in runs)
     header, rows = queue_table(runs[1:])
     assert header[:6] == ["Queue", "Configuration", "Nodes", "Jobs", "MeanWait", "MaxWait"]
     assert [row[:6] for row in rows] == [["small", "current", "2", "3", "33s", "1m40s"],
@@ -175,6 +176,15 @@ def test_a_dry_run_says_which_layout_cannot_take_a_job(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="replay under the new configuration: job 4 "):
         replay_layouts(log, "flat:8", builtin_policy("fcfs"), Backfill.EASY, T0 - 1,
                        [("new", narrow)])
+    # A job larger than its partition (and no pool) never runs: the run says which and why.
+    small_big = tmp_path / "small-big.yaml"
+    small_big.write_text(LAYOUT.replace("common_pool: 2", "common_pool: 0")
+                         .replace("nodes: 4\n", "nodes: 2\n"))
+    run, = replay_layouts(log, "flat:8", builtin_policy("fcfs"), Backfill.EASY, T0 - 1,
+                          [("new", small_big)])
+    assert run.metrics["jobs"] == 3
+    assert run.skipped == ("job 4: 3 nodes fit neither queue big's partition (2 nodes) nor the "
+                           "common pool (0)",)
     with pytest.raises(InputError, match="no job submitted since"):
         replay_layouts(log, "flat:8", builtin_policy("fcfs"), Backfill.EASY, T0 + 1,
                        [("new", narrow)])

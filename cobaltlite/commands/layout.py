@@ -183,6 +183,10 @@ def dry_run(path: Path, log: Path, since: float, policy_queue: str) -> int:
     print_comparison([(run.label, run.metrics) for run in runs])
     header, rows = queue_table(runs)
     print_lines(format_table(header, rows))
+    for run in runs:
+        if run.skipped:
+            print(f"{len(run.skipped)} jobs never ran under the {run.label} configuration, "
+                  f"e.g. {run.skipped[0]}")
     print(f"{log}: {runs[0].metrics['jobs']} jobs replayed on {config.machine} with "
           f"{policy.name} and {config.backfill} backfilling, under the active layout "
           f"({'none' if active is None else 'current'}) and under {path} (new); nothing was "

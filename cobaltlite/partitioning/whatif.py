@@ -50,6 +50,8 @@ class LayoutRun:
     label: str
     metrics: dict[str, Any]
     """The replay's metrics; `by_queue` (cobaltlite/qsim/queue_metrics.py) always set."""
+    skipped: tuple[str, ...]
+    """Why each job of the log that never ran did not (too large for its partition, say)."""
 
 
 def replay_layouts(log: Path, machine: str, policy: UtilityFunction, backfill: Backfill,
@@ -80,7 +82,7 @@ def replay_layouts(log: Path, machine: str, policy: UtilityFunction, backfill: B
             queues = sorted({o.queue for o in outcomes})
             whole = QueuePartitions(dict.fromkeys(queues, everywhere), frozenset(), None, {})
             metrics["by_queue"] = queue_metrics(outcomes, whole, settings.slowdown_bound)
-        runs.append(LayoutRun(label, metrics))
+        runs.append(LayoutRun(label, metrics, tuple(report.result.skipped)))
     return runs
 
 
