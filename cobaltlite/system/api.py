@@ -124,10 +124,11 @@ class SystemControlAPI:
         Blank text removes the layout. Admin only, a dry run too: partadm asks it before it
         creates queues, so a plain user is refused before anything changes. Returns each
         queue's nodes, the pool and the rest as node ranges."""
-        by = self._require_admin("partadm --layout")
         if not isinstance(yaml_text, str) or len(yaml_text) > MAX_LAYOUT_TEXT:
             raise ValueError(f"give the queue layout as YAML text of at most "
                              f"{MAX_LAYOUT_TEXT} characters")
+        by = self._require_admin("partadm --layout" if yaml_text.strip()
+                                 else "partadm --layout-clear")
         if not isinstance(dry_run, bool):
             raise ValueError("dry_run must be true or false")
         return self._service.set_queue_layout(yaml_text, dry_run, by)
