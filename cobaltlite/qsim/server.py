@@ -64,7 +64,9 @@ class QsimSystemAPI:
                 "failed": self._qsim.machine().failed_components(), "forecast": None,
                 "unscheduled": [], "inactive": [],
                 "queue_places": {"queues": {q: sorted(p) for q, p in
-                                            self._qsim.queue_places.items()}, "open": None}}
+                                            self._qsim.queue_places.items()}, "open": None},
+                "queue_partitions": (None if self._qsim.partitions is None
+                                     else self._qsim.partitions.to_wire())}
 
 
 def serve_qsim(qsim: Qsim, config: Config) -> list:
