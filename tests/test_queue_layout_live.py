@@ -37,6 +37,8 @@ def test_the_scheduler_runs_each_queue_in_its_partition_and_bad_layouts_change_n
                      "partitions and pool hold 5 nodes; the machine has 4"),
                     (LAYOUT.replace("machine_nodes: 4", "machine_nodes: 8"),
                      "machine_nodes is 8; flat:4 has 4 nodes"),
+                    (LAYOUT.replace("nodes: 1,", "nodes: 0,"),
+                     r"queues\[1\] \(b\): nodes: 0: give a whole number of 1 or more"),
                     ("queues: [", "queue layout: not YAML")):
                 with pytest.raises(ValueError, match=f"nothing changed: .*{message}"):
                     system.set_queue_layout(bad)

@@ -14,7 +14,7 @@ Blue Gene/P layouts are not supported (a partition there would be a set of block
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from cobaltlite.errors import InputError
@@ -37,8 +37,6 @@ class QueuePartitions:
     pool: PlaceSet                 # the common pool's places (empty: none)
     tau_pf: float | None           # a job whose priority factor exceeds it may use the pool
     priority: Mapping[str, float]  # queue -> queue priority (the pf's factor)
-    layout: QueueLayout | None = field(default=None, compare=False)
-    """The layout these were laid out from, when they were (for reports; never scheduled on)."""
 
     @classmethod
     def from_layout(cls, layout: QueueLayout, machine: Machine) -> QueuePartitions:
@@ -53,8 +51,10 @@ class QueuePartitions:
         for q in layout.queues:
             own[q.name] = node_range(first, q.nodes)
             first += q.nodes
-        return cls(own, node_range(first, layout.pool), layout.tau_pf,
-                   {q.name: q.priority for q in layout.queues}, layout)
+        partitions = cls(own, node_range(first, layout.pool), layout.tau_pf,
+                         {q.name: q.priority for q in layout.queues})
+        partitions.check(machine)
+        return partitions
 
     def could_hold(self, queue: str, nodes: int) -> bool:
         """Whether a job of `nodes` nodes of `queue` (a layout queue) could ever run: in its
