@@ -66,6 +66,19 @@ def layout_file(instance: Instance, text: str, name: str = "layout.yaml") -> Pat
     return path
 
 
+def per_queue(shown: str) -> dict[str, list[list[str]]]:
+    """The dry run's per-queue tables: configuration -> the cells of each row."""
+    tables: dict[str, list[list[str]]] = {}
+    title = None
+    for line in shown.splitlines():
+        if " configuration. Per queue" in line:
+            title = line.split()[0]
+            tables[title] = []
+        elif title is not None and line.startswith("│"):
+            tables[title].append([cell.strip() for cell in line.strip("│").split("│")])
+    return tables
+
+
 def sleeper(instance: Instance, queue: str, nodes: int) -> int:
     return instance.qsub("-q", queue, "-n", str(nodes), "-t", "10", "/bin/sleep", "300")
 
@@ -173,10 +186,10 @@ def test_a_dry_run_replays_the_accounting_log_under_both_layouts_and_changes_not
 
     shown = ok(flat.command("partadm", "--layout", str(candidate), "--dry-run", "--log",
                             str(log), "--since", "1d"))
-    rows = [line.split() for line in shown.splitlines()]
-    assert ["small", "current", "2", "3"] in [row[:4] for row in rows]
-    assert ["small", "new", "4", "3"] in [row[:4] for row in rows]
-    assert ["big", "current", "4", "1"] in [row[:4] for row in rows]
+    # Per queue and configuration: queue, nodes, priority, jobs.
+    assert {title: [row[:4] for row in rows] for title, rows in per_queue(shown).items()} == {
+        "Current": [["small", "2", "1", "3"], ["big", "4", "1", "1"]],
+        "New": [["small", "4", "1", "3"], ["big", "4", "1", "1"]]}
     assert shown.rstrip().endswith("nothing was changed")
     assert ok(flat.command("partadm", "--layout-show")) == SHOWN
     assert log.read_text().startswith(before)

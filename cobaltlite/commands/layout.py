@@ -160,8 +160,9 @@ def dry_run(path: Path, log: Path, since: float, policy_queue: str) -> int:
     """Replay `log` under the active layout and under `path`; print both; change nothing."""
     from cobaltlite.commands.schedctl import current_policy
     from cobaltlite.config import load_config
-    from cobaltlite.partitioning.whatif import queue_table, replay_layouts
-    from cobaltlite.qsim.metrics import print_comparison
+    from cobaltlite.partitioning.whatif import replay_layouts
+    from cobaltlite.qsim.metrics import output_console, print_comparison
+    from cobaltlite.qsim.queue_metrics import queue_table
     from cobaltlite.scheduler.scheduler import Backfill
 
     machine = live_machine()
@@ -181,9 +182,11 @@ def dry_run(path: Path, log: Path, since: float, policy_queue: str) -> int:
         except InputError as exc:
             raise CommandError(str(exc).replace(str(current), "the active layout")) from None
     print_comparison([(run.label, run.metrics) for run in runs])
-    header, rows = queue_table(runs)
-    print_lines(format_table(header, rows))
+    console = output_console()
     for run in runs:
+        table = queue_table(run.metrics["by_queue"])
+        table.title = f"{run.label.capitalize()} configuration. {table.title}"
+        console.print(table)
         if run.skipped:
             print(f"{len(run.skipped)} jobs never ran under the {run.label} configuration, "
                   f"e.g. {run.skipped[0]}")

@@ -24,7 +24,6 @@ from cobaltlite.errors import InputError
 from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.moments import parse_moment
 from cobaltlite.policy.utility import UtilityFunction
-from cobaltlite.qsim.metrics import human_duration
 from cobaltlite.qsim.queue_metrics import queue_metrics
 from cobaltlite.scheduler.scheduler import Backfill
 
@@ -84,29 +83,3 @@ def replay_layouts(log: Path, machine: str, policy: UtilityFunction, backfill: B
             metrics["by_queue"] = queue_metrics(outcomes, whole, settings.slowdown_bound)
         runs.append(LayoutRun(label, metrics, tuple(report.result.skipped)))
     return runs
-
-
-def queue_table(runs: Sequence[LayoutRun]) -> tuple[list[str], list[list[str]]]:
-    """The per-queue comparison: a row per queue and configuration, queues as first seen."""
-    names = list(dict.fromkeys(q for run in runs for q in run.metrics["by_queue"]["queues"]))
-    rows = []
-    for name in names:
-        for run in runs:
-            found = run.metrics["by_queue"]["queues"].get(name)
-            if found is None:
-                rows.append([name, run.label, "-", "0", "-", "-", "-", "-", "-"])
-                continue
-            slowdown = found["mean_bounded_slowdown"]
-            utilization = found["utilization"]
-            rows.append([name, run.label, str(found["partition_nodes"]), str(found["jobs"]),
-                         _duration(found["mean_wait"]), _duration(found["max_wait"]),
-                         "-" if slowdown is None else f"{slowdown:.2f}",
-                         "-" if utilization is None else f"{utilization:.1%}",
-                         str(found["jobs_on_pool"])])
-    header = ["Queue", "Configuration", "Nodes", "Jobs", "MeanWait", "MaxWait", "MeanBSLD",
-              "Utilization", "OnPool"]
-    return header, rows
-
-
-def _duration(seconds: float | None) -> str:
-    return "-" if seconds is None else human_duration(seconds)
