@@ -39,8 +39,6 @@ from cobaltlite.partitioning.layout import (
 from cobaltlite.system.layout_store import laid_out
 from cobaltlite.timefmt import format_hms
 
-LIMIT_KEYS = ("minnodes", "maxnodes", "mintime", "maxtime")
-
 
 def queue_limits(queue: PartitionedQueue) -> dict[str, str | None]:
     """The queue limits a layout queue sets, as `cqadm --setq` values; None: no limit (a
