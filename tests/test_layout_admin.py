@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cobaltlite.accounting import format_record
 from cobaltlite.commands.layout import layout_lines, queue_limits
@@ -186,3 +189,26 @@ def test_a_dry_run_says_which_layout_cannot_take_a_job(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no job submitted since"):
         replay_layouts(log, "flat:8", builtin_policy("fcfs"), Backfill.EASY, T0 + 1,
                        [("new", narrow)])
+
+
+CHANGES = [LAYOUT, LAYOUT.replace("tau_pf: 3", "tau_pf: 5"),
+           LAYOUT.replace("common_pool: 2", "common_pool: 0"), "", "  \n",
+           LAYOUT.replace("nodes: 4\n", "nodes: 9\n"), "queues: [", "machine_nodes: 8\n"]
+
+
+@given(st.lists(st.sampled_from(CHANGES), max_size=8))
+@settings(max_examples=40, deadline=None)
+def test_a_restart_always_finds_the_layout_that_is_active(changes: list[str]) -> None:
+    """Whatever sequence of layouts, removals and refused files an admin sends, the layout a
+    restarted system reads back is the one that was active, and a refused one changes nothing."""
+    with tempfile.TemporaryDirectory() as directory:
+        keeper = LayoutKeeper(machine(), Path(directory))
+        for text in changes:
+            before = keeper.text
+            try:
+                keeper.change(text)
+            except InputError:
+                assert keeper.text == before
+            else:
+                assert keeper.text == (text if text.strip() else None)
+            assert LayoutKeeper(machine(), Path(directory)).text == keeper.text
