@@ -13,7 +13,7 @@ job, if any, keeps it until it ends.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from itertools import accumulate
 
@@ -216,23 +216,37 @@ class FlatMachine:
         return FlatPlanner(self, now)
 
 
+def returns(machine: FlatMachine, now: float) -> dict[float, int]:
+    """When the running jobs give their nodes back to the plan made at `now`: time -> nodes.
+    Equal at two instants (the later one's entries after it) exactly when the free-node
+    profiles from the later one on are equal (with the same nodes out of service)."""
+    ends: dict[float, int] = {}
+    failed = machine._out
+    for mask, count, end in machine._held.values():
+        when = max(end, now + OVERDUE_GRACE) if end <= now else end
+        # A held node that has failed or is down does not come back when its job ends.
+        back = (mask & ~failed).bit_count() if failed else count
+        ends[when] = ends.get(when, 0) + back
+    return ends
+
+
+_MERGE_AFTER = 64
+"""Released reservations a kept plan carries before its equal neighbouring segments are joined:
+each leaves up to two needless breakpoints that every later search walks over."""
+
+
 class FlatPlanner:
     """Free nodes over time as a step function: free[i] holds during [times[i], times[i+1])."""
 
     def __init__(self, machine: FlatMachine, now: float) -> None:
         self._machine = machine
         self._now = now
-        ends: dict[float, int] = {}
-        failed = machine._out
-        for mask, count, end in machine._held.values():
-            when = max(end, now + OVERDUE_GRACE) if end <= now else end
-            # A held node that has failed or is down does not come back when its job ends.
-            back = (mask & ~failed).bit_count() if failed else count
-            ends[when] = ends.get(when, 0) + back
+        ends = returns(machine, now)
         self._bookings: list[tuple[float, float, int]] = []  # (start, end, node mask)
         self._times = [now]
         self._free = [machine._idle]
         self._low: list[int] | None = None  # see _fits_now
+        self._released = 0  # reservations given back since the last _merge
         running_free = machine._idle
         for when in sorted(ends):
             running_free += ends[when]
@@ -342,6 +356,7 @@ class FlatPlanner:
         other._times, other._free = list(self._times), list(self._free)
         other._low = self._low  # never changed in place: _take drops it
         other._bookings = list(self._bookings)
+        other._released = self._released
         return other
 
     def plan_now(self, nodes: int, duration: float, allowed: PlaceSet | None = None) -> bool:
@@ -377,6 +392,39 @@ class FlatPlanner:
             when = max(returns, begin)
             if back and when < end:
                 self._take(when, end, back.bit_count())
+
+    def unreserve(self, start: float, duration: float, nodes: int) -> None:
+        """Give back a reservation of `nodes` made over [start, start+duration): the plan is as
+        if it had never been made, from now on (the breakpoints it split stay; a segment split
+        in two equal halves finds the same starts)."""
+        begin = max(start, self._now)
+        if start + duration > begin:
+            self._take(begin, start + duration, -nodes)
+            self._released += 1
+
+    def advance(self, now: float) -> None:
+        """Move the plan's present to `now` (not earlier): the segments before it are dropped,
+        every reservation stays. Only right when nothing but time changed the profile since
+        (scheduler/plan.py checks that)."""
+        times, free = self._times, self._free
+        i = bisect_right(times, now) - 1
+        if i > 0:
+            del times[:i], free[:i]
+        times[0] = now
+        self._now = now
+        self._low = None
+        if self._released > _MERGE_AFTER:
+            self._merge()
+
+    def _merge(self) -> None:
+        """Join neighbouring segments of equal free count (left by released reservations)."""
+        times, free = [self._times[0]], [self._free[0]]
+        for when, count in zip(self._times, self._free, strict=True):
+            if count != free[-1]:
+                times.append(when)
+                free.append(count)
+        self._times, self._free = times, free
+        self._released = 0
 
     def commit(self, location: str, duration: float) -> None:
         self._take(self._now, self._now + duration,

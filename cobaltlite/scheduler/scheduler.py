@@ -50,9 +50,11 @@ from itertools import permutations
 from operator import attrgetter
 
 from cobaltlite.clock import Clock
+from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.reservations.model import Window
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
+from cobaltlite.scheduler.plan import NEVER, KeptPlan, Planned
 from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings
 
 
@@ -104,6 +106,10 @@ class Scheduler:
         self.reservations = reservations
         self.slack = SlackBackfill(slack)
         self._places: Mapping[str, PlaceSet] | None = None  # this pass's queue -> place set
+        self._kept: KeptPlan | None = None  # the last conservative pass's plan
+        self.keep_plan = True
+        """Resume the last conservative plan where it holds (False: plan every pass afresh,
+        the reference tests/test_kept_plan.py compares with)."""
 
     def iterate(self) -> PassReport:
         report = PassReport()
@@ -152,6 +158,9 @@ class Scheduler:
         if self.backfill is Backfill.NONE:
             return report
         waiting.extend(jobs[cut:])
+        if self.backfill is Backfill.CONSERVATIVE:
+            self._conservative_pass([top, *waiting], machine, now, report, booked)
+            return report
 
         planner = booked if booked is not None else machine.planner(now)
         if self.backfill is Backfill.SLACK:
@@ -166,11 +175,40 @@ class Scheduler:
         report.drain = (top.jobid, where, start)
         if self.backfill is Backfill.EASY:
             self._backfill_easy(waiting, machine, planner, report)
-        elif self.backfill is Backfill.SLACK:
-            self._backfill_slack_plan(waiting, machine, planner, report, booked, begun)
         else:
-            self._backfill_conservative(waiting, machine, planner, report)
+            self._backfill_slack_plan(waiting, machine, planner, report, booked, begun)
         return report
+
+    def _conservative_pass(
+        self, jobs: list[SchedulableJob], machine: Machine, now: float, report: PassReport,
+        booked: Planner | None,
+    ) -> None:
+        """Step 4 under conservative backfilling from the top job (`jobs[0]`) on: on a flat
+        machine without place sets or reservation periods, by resuming the last pass's plan
+        where it still holds (scheduler/plan.py), else on a plan made afresh."""
+        planned: list[Planned]
+        if booked is not None or self._places is not None or not isinstance(machine, FlatMachine):
+            self._kept = None
+            planner: Planner = booked if booked is not None else machine.planner(now)
+            planned = []
+        else:
+            kept = self._kept
+            due = kept.resume(machine, now, jobs) if kept is not None and self.keep_plan else None
+            if kept is None or due is None:
+                kept = self._kept = KeptPlan(machine, machine.planner(now), now)
+            else:
+                for job in due:  # reserved from now in the plan: free nodes are there for it
+                    location = machine.find_location(job.size, job.wall_time, now)
+                    if location is not None:
+                        self._start(job, location, report)
+            planner, planned = kept.planner, kept.jobs
+        if not planned:
+            top = jobs[0]
+            start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
+            planned.append(Planned(top.jobid, top.size, top.wall_time, start, where))
+        drain = planned[0]
+        report.drain = (drain.jobid, drain.where, drain.start)
+        self._backfill_conservative(jobs[len(planned):], machine, planner, report, planned)
 
     def _backfill_slack_plan(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
@@ -331,20 +369,28 @@ class Scheduler:
                 idle = machine.idle_nodes()
 
     def _backfill_conservative(
-        self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
+        self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
+        report: PassReport, planned: list[Planned] | None = None,
     ) -> None:
+        """Each job in rank order starts now if that delays no earlier reservation, else is
+        reserved at its earliest; `planned` (the kept plan's list) gets each job's part."""
         idle = machine.idle_nodes()
+        now = self.clock.now()
         for job in waiting:
             if not machine.has_free_capacity():
                 return  # later reservations cannot make anything start at this instant
             allowed = self._allowed(job)
             location = (planner.location_now(job.size, job.wall_time, allowed)
                         if job.size <= idle else None)
+            start, where = NEVER, ""
             if location is not None and self._start(job, location, report):
                 planner.commit(location, job.wall_time)
                 idle = machine.idle_nodes()
+                start = now
             elif machine.allocation_size(job.size) is not None:
-                planner.reserve_earliest(job.size, job.wall_time, allowed)
+                start, where = planner.reserve_earliest(job.size, job.wall_time, allowed)
+            if planned is not None:
+                planned.append(Planned(job.jobid, job.size, job.wall_time, start, where))
 
     def _allowed(self, job: SchedulableJob) -> PlaceSet | None:
         """Where `job` may go in this pass: its queue's place set, or None (anywhere)."""
