@@ -53,6 +53,7 @@ class FlatMachine:
         self._out = 0  # failed or down: never free
         # jobid -> (node mask, node count, expected end)
         self._held: dict[int, tuple[int, int, float]] = {}
+        self._ends: dict[float, int] = {}  # expected end -> nodes held until then (planners)
         self._place_sets: dict[PlaceSet, int] = {}
         # The last place find_location named and its mask: a pass allocates and commits the
         # place it was just given, so the string need not be parsed back.
@@ -117,10 +118,16 @@ class FlatMachine:
         self._free &= ~mask
         self._idle -= count
         self._held[jobid] = (mask, count, expected_end)
+        self._ends[expected_end] = self._ends.get(expected_end, 0) + count
         return count
 
     def release(self, jobid: int) -> None:
-        mask, _, _ = self._held.pop(jobid)
+        mask, count, end = self._held.pop(jobid)
+        left = self._ends[end] - count
+        if left:
+            self._ends[end] = left
+        else:
+            del self._ends[end]
         back = mask & ~self._out
         self._free |= back
         self._idle += back.bit_count()
@@ -220,8 +227,11 @@ def returns(machine: FlatMachine, now: float) -> dict[float, int]:
     """When the running jobs give their nodes back to the plan made at `now`: time -> nodes.
     Equal at two instants (the later one's entries after it) exactly when the free-node
     profiles from the later one on are equal (with the same nodes out of service)."""
-    ends: dict[float, int] = {}
     failed = machine._out
+    held_ends = machine._ends
+    if not failed and (not held_ends or min(held_ends) > now):
+        return dict(held_ends)  # no overdue job, no node out of service: kept by allocate
+    ends: dict[float, int] = {}
     for mask, count, end in machine._held.values():
         when = max(end, now + OVERDUE_GRACE) if end <= now else end
         # A held node that has failed or is down does not come back when its job ends.

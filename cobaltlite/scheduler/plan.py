@@ -22,7 +22,7 @@ tests/test_kept_plan.py compares both ways pass by pass on random workloads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from operator import attrgetter
 
 from cobaltlite.machine.flat import FlatMachine, FlatPlanner, returns
 from cobaltlite.scheduler.interfaces import SchedulableJob
@@ -31,66 +31,93 @@ NEVER = float("inf")
 """The start recorded for a job the plan holds nothing for: no place of its size is in service,
 or no place of the machine fits it."""
 
+JobKey = tuple[int, int, float]
+"""What a reservation was made for: job id, size, wall time."""
 
-class Planned(NamedTuple):
-    """One job's part of the plan: reserved from `start` (now: it started, or its start was
-    refused) for `wall` seconds on `size` nodes; `where` is what the planner named."""
-
-    jobid: int
-    size: int
-    wall: float
-    start: float
-    where: str
+job_key = attrgetter("jobid", "size", "wall_time")
 
 
 class KeptPlan:
-    """The last conservative pass's plan: its planner (every reservation in it), the jobs in
-    rank order with their reservations, and when the running jobs give their nodes back."""
+    """The last conservative pass's plan: its planner (every reservation in it), the waiting
+    jobs in rank order with their reservations (`keys`, `starts`, `wheres`), and when the
+    running jobs give their nodes back."""
 
     def __init__(self, machine: FlatMachine, planner: FlatPlanner, now: float) -> None:
         self.machine = machine
         self.planner = planner
-        self.jobs: list[Planned] = []
+        self.keys: list[JobKey] = []
+        self.starts: list[float] = []
+        self.wheres: list[str] = []
         self._out = machine._out
-        self._returns = returns(machine, now)
+        self._returns = returns(self.machine, now)
+
+    def add(self, job: SchedulableJob, start: float, where: str) -> None:
+        """`job`, the next in rank order, is reserved from `start` (NEVER: not at all)."""
+        self.keys.append((job.jobid, job.size, job.wall_time))
+        self.starts.append(start)
+        self.wheres.append(where)
 
     def resume(self, machine: FlatMachine, now: float, jobs: Sequence[SchedulableJob]
-               ) -> list[SchedulableJob] | None:
+               ) -> list[int] | None:
         """Bring the plan to `now` for `jobs` (the pass's top job and waiting jobs, in rank
-        order): return the jobs whose kept reservation starts now, to be started in that order;
-        `self.jobs` then holds the reservations that stay, and every job after them is to be
-        reserved. None when the profile may differ: plan afresh."""
+        order): return the indices of the jobs whose kept reservation starts now, to be started
+        in that order; the plan then holds the reservations of `jobs[:len(self.keys)]`, and
+        every job after them is to be reserved. None when the profile may differ: plan afresh.
+        """
         if machine is not self.machine or machine._out != self._out:
             return None
-        queued = {job.jobid for job in jobs}
-        held = machine._held
+        keys, starts = self.keys, self.starts
+        current = list(map(job_key, jobs))
+        # The jobs a pass starts before its top job come off the front of the queue (in this
+        # pass, or in one that started every job or filled the machine and so planned nothing).
+        gone = 0
+        if keys and current and keys[0] != current[0]:
+            gone = keys.index(current[0]) if current[0] in keys else len(keys)
         expected = {when: count for when, count in self._returns.items() if when > now}
-        stay: list[Planned] = []
-        for planned in self.jobs:
-            if planned.jobid in queued:
-                stay.append(planned)
-                continue
-            end = planned.start + planned.wall
-            holding = held.get(planned.jobid)
-            if holding is not None and holding[1] == planned.size and holding[2] == end:
-                expected[end] = expected.get(end, 0) + planned.size  # started as planned
+        held = machine._held
+        for (jobid, size, wall), start in zip(keys[:gone], starts, strict=False):
+            end = start + wall
+            holding = held.get(jobid)
+            if holding is not None and holding[1] == size and holding[2] == end <= now + wall:
+                if end > now:
+                    expected[end] = expected.get(end, 0) + size
             elif holding is not None or end > now:
-                return None  # left the queue another way while its reservation still counts
-        current = returns(machine, now)
-        if current != expected:
+                return None  # it left the queue otherwise than by starting as planned
+        if returns(machine, now) != expected:
             return None  # an early end, an overdue job, a start nobody planned
-        self._returns = current
-        planner = self.planner
-        same = 0
-        for planned, job in zip(stay, jobs, strict=False):
-            if (planned.jobid != job.jobid or planned.size != job.size
-                    or planned.wall != job.wall_time or planned.start < now):
-                break
-            same += 1
-        for planned in stay[same:]:
-            if planned.start != NEVER:
-                planner.unreserve(planned.start, planned.wall, planned.size)
-        del stay[same:]
-        self.jobs = stay
-        planner.advance(now)
-        return [job for job, planned in zip(jobs, stay, strict=False) if planned.start == now]
+        kept = len(keys) - gone
+        same = kept if keys[gone:] == current[:kept] else next(
+            (i for i, (a, b) in enumerate(zip(keys[gone:], current, strict=False)) if a != b),
+            min(kept, len(current)))
+        if same and min(starts[gone:gone + same]) < now:  # a refused start, now in the past
+            same = next(i for i, s in enumerate(starts[gone:gone + same]) if s < now)
+        self._cut(gone, gone + same)
+        self.planner.advance(now)
+        due: list[int] = []
+        if same and min(starts) <= now:  # some start now (none earlier: cut above)
+            i = starts.index(now)
+            while True:
+                due.append(i)
+                try:
+                    i = starts.index(now, i + 1)
+                except ValueError:
+                    return due
+        return due
+
+    def _cut(self, first: int, last: int) -> None:
+        """Keep only the reservations [first, last): the ones before started, the ones after
+        are given back to the planner."""
+        planner, keys, starts = self.planner, self.keys, self.starts
+        for (_, size, wall), start in zip(keys[last:], starts[last:], strict=True):
+            if start != NEVER:
+                planner.unreserve(start, wall, size)
+        for column in (keys, starts, self.wheres):
+            del column[last:]
+            del column[:first]
+
+    def settle(self, now: float, started: list[int]) -> None:
+        """End of the pass: the jobs at indices `started` (of those `resume` returned) began,
+        so they leave the plan; the running jobs' ends are taken as they now stand."""
+        for i in reversed(started):
+            del self.keys[i], self.starts[i], self.wheres[i]
+        self._returns = returns(self.machine, now)

@@ -54,7 +54,7 @@ from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.reservations.model import Window
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
-from cobaltlite.scheduler.plan import NEVER, KeptPlan, Planned
+from cobaltlite.scheduler.plan import NEVER, KeptPlan
 from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings
 
 
@@ -186,29 +186,37 @@ class Scheduler:
         """Step 4 under conservative backfilling from the top job (`jobs[0]`) on: on a flat
         machine without place sets or reservation periods, by resuming the last pass's plan
         where it still holds (scheduler/plan.py), else on a plan made afresh."""
-        planned: list[Planned]
+        kept: KeptPlan | None = None
+        began: list[int] = []  # the kept jobs started where the plan reserved them
         if booked is not None or self._places is not None or not isinstance(machine, FlatMachine):
             self._kept = None
             planner: Planner = booked if booked is not None else machine.planner(now)
-            planned = []
         else:
             kept = self._kept
             due = kept.resume(machine, now, jobs) if kept is not None and self.keep_plan else None
             if kept is None or due is None:
                 kept = self._kept = KeptPlan(machine, machine.planner(now), now)
-            else:
-                for job in due:  # reserved from now in the plan: free nodes are there for it
-                    location = machine.find_location(job.size, job.wall_time, now)
-                    if location is not None:
-                        self._start(job, location, report)
-            planner, planned = kept.planner, kept.jobs
-        if not planned:
+                due = []
+            planner = kept.planner
+            for i in due:  # reserved from now in the plan: free nodes are there for it
+                job = jobs[i]
+                location = machine.find_location(job.size, job.wall_time, now)
+                if location is not None and self._start(job, location, report):
+                    began.append(i)
+        first = 0 if kept is None else len(kept.keys)
+        if first == 0:
             top = jobs[0]
             start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
-            planned.append(Planned(top.jobid, top.size, top.wall_time, start, where))
-        drain = planned[0]
-        report.drain = (drain.jobid, drain.where, drain.start)
-        self._backfill_conservative(jobs[len(planned):], machine, planner, report, planned)
+            report.drain = (top.jobid, where, start)
+            if kept is not None:
+                kept.add(top, start, where)
+            first = 1
+        else:
+            assert kept is not None
+            report.drain = (kept.keys[0][0], kept.wheres[0], kept.starts[0])
+        self._backfill_conservative(jobs[first:], machine, planner, report, kept)
+        if kept is not None:
+            kept.settle(now, began)
 
     def _backfill_slack_plan(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
@@ -370,27 +378,26 @@ class Scheduler:
 
     def _backfill_conservative(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
-        report: PassReport, planned: list[Planned] | None = None,
+        report: PassReport, kept: KeptPlan | None = None,
     ) -> None:
         """Each job in rank order starts now if that delays no earlier reservation, else is
-        reserved at its earliest; `planned` (the kept plan's list) gets each job's part."""
+        reserved at its earliest, in `kept` too when the plan is kept."""
         idle = machine.idle_nodes()
-        now = self.clock.now()
         for job in waiting:
             if not machine.has_free_capacity():
                 return  # later reservations cannot make anything start at this instant
             allowed = self._allowed(job)
             location = (planner.location_now(job.size, job.wall_time, allowed)
                         if job.size <= idle else None)
-            start, where = NEVER, ""
             if location is not None and self._start(job, location, report):
                 planner.commit(location, job.wall_time)
                 idle = machine.idle_nodes()
-                start = now
-            elif machine.allocation_size(job.size) is not None:
+                continue
+            start, where = NEVER, ""
+            if machine.allocation_size(job.size) is not None:
                 start, where = planner.reserve_earliest(job.size, job.wall_time, allowed)
-            if planned is not None:
-                planned.append(Planned(job.jobid, job.size, job.wall_time, start, where))
+            if kept is not None:
+                kept.add(job, start, where)
 
     def _allowed(self, job: SchedulableJob) -> PlaceSet | None:
         """Where `job` may go in this pass: its queue's place set, or None (anywhere)."""
