@@ -121,9 +121,14 @@ class FlatMachine:
         count = mask.bit_count()
         self._free &= ~mask
         self._idle -= count
+        self._hold(jobid, mask, count, expected_end)
+        return count
+
+    def _hold(self, jobid: int, mask: int, count: int, expected_end: float) -> None:
+        """Record `jobid` as holding `mask` until about `expected_end` (and in `_ends`, which
+        the planners read instead of walking every held job)."""
         self._held[jobid] = (mask, count, expected_end)
         self._ends[expected_end] = self._ends.get(expected_end, 0) + count
-        return count
 
     def release(self, jobid: int) -> None:
         mask, count, end = self._held.pop(jobid)
@@ -240,11 +245,10 @@ class FlatMachine:
         part._failed = to_local(self._failed & nodes)
         part._down = to_local(self._down & nodes)
         part._out = part._failed | part._down
-        held = part._held
         for jobid, (mask, _, end) in self._held.items():
             if mask & nodes:
                 local = to_local(mask & nodes)
-                held[jobid] = (local, local.bit_count(), end)
+                part._hold(jobid, local, local.bit_count(), end)
         return part
 
 
