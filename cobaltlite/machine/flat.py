@@ -13,7 +13,7 @@ job, if any, keeps it until it ends.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 
@@ -294,18 +294,19 @@ class FlatPlanner:
 
     def _breakpoint(self, when: float) -> int:
         """Index of the segment starting exactly at `when`, splitting one if needed."""
-        i = bisect_left(self._times, when)
-        if i < len(self._times) and self._times[i] == when:
+        times = self._times
+        i = bisect_left(times, when)
+        if i < len(times) and times[i] == when:
             return i
-        insort(self._times, when)
+        times.insert(i, when)
         self._free.insert(i, self._free[i - 1])
         return i
 
     def _take(self, start: float, end: float, nodes: int) -> None:
         first = self._breakpoint(start)
         last = self._breakpoint(end)
-        for i in range(first, last):
-            self._free[i] -= nodes
+        free = self._free
+        free[first:last] = [count - nodes for count in free[first:last]]
         self._low = None
 
     def _fits_now(self, nodes: int, end: float) -> bool:
@@ -361,19 +362,28 @@ class FlatPlanner:
         times, free = self._times, self._free
         last = len(times) - 1
         first = -1  # first segment of the current run of segments with enough free nodes
-        for j in range(begin, last + 1):
+        until = 0.0  # when that run is long enough
+        for j in range(begin, last):
             if free[j] < nodes:
                 first = -1
-                continue
+            elif first >= 0:
+                if times[j + 1] >= until:
+                    break
+            elif set_free_at is None or set_free_at(times[j]) >= nodes:
+                first, until = j, times[j] + duration
+                if times[j + 1] >= until:
+                    break
+        else:  # the last segment lasts for ever: a run reaching it is long enough
+            if free[last] < nodes:
+                first = -1
+            elif first < 0 and (set_free_at is None or set_free_at(times[last]) >= nodes):
+                first = last
             if first < 0:
-                if set_free_at is not None and set_free_at(times[j]) < nodes:
-                    continue
-                first = j
-            if j == last or times[j + 1] >= times[first] + duration:
-                start = times[first]
-                self._take(start, start + duration, nodes)
-                return start, f"{nodes} nodes"
-        raise AssertionError("the last segment of a profile has every node in service free")
+                raise AssertionError("the last segment of a profile has every node in service "
+                                     "free")
+        start = times[first]
+        self._take(start, start + duration, nodes)
+        return start, f"{nodes} nodes"
 
     def _set_free_at(self, nodes_of_set: int) -> Callable[[float], int]:
         """When the set's nodes come free: f(t) = how many are free at t (never fewer later)."""
