@@ -13,7 +13,9 @@ The order of one pass, which docs/architecture.md restates for users:
    * easy: reserve (drain) the top job's earliest place; every other job, in rank order,
      starts if it fits now without delaying that reservation.
    * conservative: every job in rank order either starts now without delaying any earlier
-     reservation, or gets a reservation of its own at its earliest time.
+     reservation, or gets a reservation of its own at its earliest time. On a flat machine the
+     plan is kept between passes and resumed where it provably holds (scheduler/plan.py): the
+     same reservations, without re-reserving the whole queue at every pass.
    * slack (seed 001, cobaltlite/scheduler/slack.py): first start the combination of the first
      L waiting jobs that a branch and bound picks within every waiting job's slack, then
      backfill conservatively (with W > 1, as conservative).
