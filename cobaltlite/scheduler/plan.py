@@ -48,6 +48,7 @@ class KeptPlan:
         self.keys: list[JobKey] = []
         self.starts: list[float] = []
         self.wheres: list[str] = []
+        self._soonest = NEVER  # the earliest of `starts`
         self._out = machine._out
         self._returns = returns(self.machine, now)
 
@@ -56,6 +57,8 @@ class KeptPlan:
         self.keys.append((job.jobid, job.size, job.wall_time))
         self.starts.append(start)
         self.wheres.append(where)
+        if start < self._soonest:
+            self._soonest = start
 
     def resume(self, machine: FlatMachine, now: float, jobs: Sequence[SchedulableJob]
                ) -> list[int] | None:
@@ -89,12 +92,13 @@ class KeptPlan:
         same = kept if keys[gone:] == current[:kept] else next(
             (i for i, (a, b) in enumerate(zip(keys[gone:], current, strict=False)) if a != b),
             min(kept, len(current)))
-        if same and min(starts[gone:gone + same]) < now:  # a refused start, now in the past
+        if same and self._soonest < now and min(starts[gone:gone + same]) < now:
+            # a refused start, its reservation now in the past
             same = next(i for i, s in enumerate(starts[gone:gone + same]) if s < now)
         self._cut(gone, gone + same)
         self.planner.advance(now)
         due: list[int] = []
-        if same and min(starts) <= now:  # some start now (none earlier: cut above)
+        if same and self._soonest <= now:  # some start now (none earlier: cut above)
             i = starts.index(now)
             while True:
                 due.append(i)
@@ -111,13 +115,17 @@ class KeptPlan:
         for (_, size, wall), start in zip(keys[last:], starts[last:], strict=True):
             if start != NEVER:
                 planner.unreserve(start, wall, size)
-        for column in (keys, starts, self.wheres):
-            del column[last:]
-            del column[:first]
+        if first or last < len(keys):
+            for column in (keys, starts, self.wheres):
+                del column[last:]
+                del column[:first]
+            self._soonest = min(starts, default=NEVER)
 
     def settle(self, now: float, started: list[int]) -> None:
         """End of the pass: the jobs at indices `started` (of those `resume` returned) began,
         so they leave the plan; the running jobs' ends are taken as they now stand."""
         for i in reversed(started):
             del self.keys[i], self.starts[i], self.wheres[i]
+        if started:
+            self._soonest = min(self.starts, default=NEVER)
         self._returns = returns(self.machine, now)
