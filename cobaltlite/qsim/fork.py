@@ -17,7 +17,14 @@ from typing import Any
 
 from cobaltlite.jobs import lifecycle
 from cobaltlite.machine.model import Machine, PlaceSet
-from cobaltlite.policy.utility import PassInputs, UtilityFunction, default, fcfs, high_prio
+from cobaltlite.policy.utility import (
+    JOB_INPUTS,
+    PassInputs,
+    UtilityFunction,
+    default,
+    fcfs,
+    high_prio,
+)
 from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill
@@ -40,16 +47,25 @@ class ForkedReplay(Qsim):
     """Set when the queue's rank order is the same at every pass and the queue is resumed in
     that order (`rank_is_fixed`): passes then see only the jobs that can matter
     (`schedulable_jobs`)."""
+    columns: WaitingColumns | None = None
+    """Set (by `estimate_start_times`, after `resume`) when a pass may see only the jobs that
+    can matter, found and ranked with array operations (`WaitingColumns.ranked_that_matter`);
+    the queue takes no job after it is set."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.starts: dict[int, float] = {}
         """Every job the fork started, with its start time."""
 
-    def ranked_jobs(self) -> None:
-        """None: a fork changes its queue itself (fairness hands jobs on between forks), and
-        under `fixed_order` `schedulable_jobs` keeps only the jobs that matter."""
-        return None
+    def ranked_jobs(self) -> list[SimJob] | None:
+        """With `columns`, the jobs that matter to this pass in rank order (their policy gives
+        bare scores, so the pass needs no score); else None: a fork changes its queue itself
+        (fairness hands jobs on between forks), and under `fixed_order` `schedulable_jobs` keeps
+        only the jobs that matter."""
+        if self.columns is None:
+            return None
+        return self.columns.ranked_that_matter(self._machine.idle_nodes(), self.clock.now(),
+                                               self._inputs)
 
     def schedulable_jobs(self) -> list[SimJob]:
         """The queue, scored; under `fixed_order`, only the jobs that can matter to this pass.
@@ -129,9 +145,138 @@ class ForkedReplay(Qsim):
         started = super().start_job(jobid, location)
         if started:
             self.starts[jobid] = self.clock.now()
+            if self.columns is not None:
+                self.columns.started(jobid)
             if jobid == self.target:
                 raise TargetStarted
         return started
+
+
+SCORE_BAND = 1e-9
+"""Relative width of the band below the best array score whose jobs are scored again one by one:
+far wider than the few units in the last place by which numpy's loops and Python's float
+operations can differ, so the job the exact scores rank first is always among them."""
+
+
+class WaitingColumns:
+    """An estimate's queued jobs as numpy columns, for passes that see only the jobs that matter.
+
+    Under W = 1 and EASY or no backfilling a pass depends only on the jobs that have a free
+    place now and on the best-ranked job of the others (it may be the top job): the argument
+    of `ForkedReplay.schedulable_jobs`, with "a free place of the job's size within its queue's
+    places" for "its size in idle nodes" (free places, too, only go during a pass). The
+    machine is asked once per pass for each size and place set the queue holds. Finding and
+    ranking the jobs by a loop over the queue costs Python work for every queued job at every
+    pass; here it is a few array operations, and the pass is handed the jobs kept already
+    ranked (`ForkedReplay.ranked_jobs`), as Qsim hands a fixed-order queue: the policy gives
+    bare scores, so the pass reads no score.
+
+    `fixed`: `jobs` come in rank order, which every pass keeps (`rank_is_fixed`). Otherwise
+    (`scores_in_one_go`) every pass scores all the jobs in one call of the policy's function
+    on the columns. numpy's floating point may differ from Python's in the last bits, which can
+    only swap jobs whose array scores lie within SCORE_BAND of each other: those jobs are scored
+    again exactly, one by one as a full pass scores them, and ranked by those scores (then by
+    job id). A non-finite array score (a zero wall time) sends every job to the exact scoring,
+    which then fails as a full pass would.
+    """
+
+    def __init__(self, jobs: Sequence[SimJob], machine: Machine, policy: UtilityFunction,
+                 fixed: bool, places: Mapping[str, PlaceSet]) -> None:
+        import numpy as np
+
+        self._np = np
+        self._jobs = list(jobs)
+        self._index = {job.jobid: i for i, job in enumerate(self._jobs)}
+        self._policy = policy
+        self._fixed = fixed
+        self._machine = machine
+        # Jobs of one size and place set have a free place now or not alike: one group each.
+        groups: dict[tuple[int, PlaceSet | None], int] = {}
+        self._group = np.array([groups.setdefault((job.size, places.get(job.queue)), len(groups))
+                                for job in self._jobs], dtype=np.int64)
+        self._groups = list(groups)
+        # A job no place can hold is never the top job (the pass passes over it): leave it out.
+        self._waiting = np.array([machine.allocation_size(job.size) is not None
+                                  for job in self._jobs], dtype=bool)
+        self._submit = np.array([job.submit_time for job in self._jobs], dtype=np.float64)
+        self._jobid = np.array([job.jobid for job in self._jobs], dtype=np.int64)
+        self._columns = {} if fixed else {
+            name: np.array([getattr(job, name) for job in self._jobs])
+            for name in policy.parameters if name in JOB_INPUTS and name != "queued_time"}
+
+    def started(self, jobid: int) -> None:
+        self._waiting[self._index[jobid]] = False
+
+    def ranked_that_matter(self, idle: int, now: float, inputs: PassInputs) -> list[SimJob]:
+        """The jobs a pass at `now` with `idle` idle nodes must see, in rank order; [] when no
+        job fits (the pass would start nothing)."""
+        np = self._np
+        waiting = self._waiting
+        find = self._machine.find_location
+        placed = np.array([size <= idle and find(size, 0.0, now, allowed) is not None
+                           for size, allowed in self._groups], dtype=bool)
+        kept = waiting & placed[self._group]
+        if not kept.any():
+            return []
+        others = np.flatnonzero(waiting & ~kept)
+        jobs = self._jobs
+        if self._fixed:
+            if others.size:
+                kept[others[0]] = True
+            return [jobs[i] for i in np.flatnonzero(kept).tolist()]
+        inputs.now = now
+        scores = self._scores(now, inputs)
+        if not np.isfinite(scores[waiting]).all():
+            return self._ranked_exactly([jobs[i] for i in np.flatnonzero(waiting).tolist()],
+                                        now, inputs)
+        if others.size:
+            best = scores[others].max()
+            contenders = others[scores[others] >= best - SCORE_BAND * abs(best)]
+            if contenders.size > 1:
+                kept[self._ranked_exactly([jobs[i] for i in contenders.tolist()], now,
+                                          inputs)[0].jobid == self._jobid] = True
+            else:
+                kept[contenders[0]] = True
+        chosen = np.flatnonzero(kept)
+        chosen = chosen[np.lexsort((self._jobid[chosen], -scores[chosen]))]
+        ranked = [jobs[i] for i in chosen.tolist()]
+        close = scores[chosen]
+        gaps = np.abs(np.diff(close)) <= SCORE_BAND * np.maximum(np.abs(close[1:]),
+                                                                 np.abs(close[:-1]))
+        if not gaps.any():
+            return ranked
+        # Near ties: score them exactly; every other pair is far enough apart to keep its
+        # order, so one sort on the mixed scores gives the exact rank order.
+        near = np.zeros(len(ranked), dtype=bool)
+        near[1:] |= gaps
+        near[:-1] |= gaps
+        for job, score in zip(ranked, close.tolist(), strict=True):
+            job.score = score
+        self._ranked_exactly([ranked[i] for i in np.flatnonzero(near).tolist()], now, inputs)
+        ranked.sort(key=_rank)
+        return ranked
+
+    def _ranked_exactly(self, jobs: list[SimJob], now: float, inputs: PassInputs
+                        ) -> list[SimJob]:
+        """`jobs` scored one by one (PolicyError as a full pass raises it), in rank order."""
+        for job in jobs:
+            job.queued_time = now - job.submit_time
+        self._policy.score_jobs(jobs, inputs)
+        return sorted(jobs, key=_rank)
+
+    def _scores(self, now: float, inputs: PassInputs) -> Any:
+        """Every job's score at `now`, from one call of the policy's function on the columns."""
+        policy = self._policy
+        args = {name: (now - self._submit if name == "queued_time" else
+                       self._columns[name] if name in self._columns else getattr(inputs, name))
+                for name in policy.parameters}
+        with self._np.errstate(all="ignore"):
+            return self._np.asarray(policy.function(**args), dtype=self._np.float64)
+
+
+def _rank(job: SimJob) -> tuple[float, int]:
+    """A pass's rank order as a key: higher score first, then lower job id."""
+    return (-job.score, job.jobid)
 
 
 def estimate_start_times(
@@ -146,6 +291,7 @@ def estimate_start_times(
     policies: Mapping[str, UtilityFunction] | None = None,
     queue_places: Mapping[str, PlaceSet] | None = None,
     reservations: Sequence[Reservation] = (),
+    prune: bool = True,
 ) -> dict[int, float]:
     """{jobid: estimated start} for the `queued` jobs that can start: a fork from `now` in
     which each running job ends at its start plus its requested `wall_time` (at `now` if that
@@ -156,13 +302,15 @@ def estimate_start_times(
     Qsim's (per-queue policies and running limits); without them every job is scored by
     `policy`. `queue_places` maps queues to the places their jobs may use (partadm --queue);
     `reservations` (setres) are held over their periods as in Qsim. A job missing from the
-    answer never starts in the fork (no place can hold it).
+    answer never starts in the fork (no place can hold it). `prune=False`: every pass sees the
+    whole queue, scored (the same answer, slower; tests compare the two).
     """
     fork = ForkedReplay([], machine, policy, backfill, queue_config=queue_config,
                         policies=policies, window=window, reservations=reservations)
     # The pruning's argument knows nothing of reservations: with one, every pass sees all.
-    fork.fixed_order = not reservations and rank_is_fixed(policy, backfill, window,
-                                                          queue_config, policies)
+    prune = prune and not reservations
+    fork.fixed_order = prune and rank_is_fixed(policy, backfill, window, queue_config, policies)
+    in_one_go = prune and scores_in_one_go(policy, backfill, window, queue_config, policies)
     fork.queue_places = dict(queue_places or {})
     # Fresh copies (a new job's status), as fairness.py's forks build theirs.
     ending = [replace(job, run_time=max(job.wall_time, now - job.start_time),
@@ -175,6 +323,9 @@ def estimate_start_times(
         waiting.sort(key=_by_score, reverse=True)
     try:
         fork.resume(now, ending, waiting)
+        if fork.fixed_order or in_one_go:
+            fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order,
+                                          fork.queue_places)
         fork.run_forward()
     finally:
         for jobid in list(machine.held_by()):
@@ -185,18 +336,34 @@ def estimate_start_times(
 def rank_is_fixed(policy: UtilityFunction, backfill: Backfill, window: int,
                   queue_config: Sequence[Mapping[str, Any]] | None = None,
                   policies: Mapping[str, UtilityFunction] | None = None) -> bool:
-    """True when a fork may use `fixed_order`: W = 1, EASY or no backfilling (the pruning's
-    argument), no running limits (they hold jobs back pass by pass), and every queue scored by
-    `policy`, one of FIXED_RANK_FUNCTIONS."""
-    if (window != 1 or backfill not in (Backfill.EASY, Backfill.NONE)
-            or policy.function not in FIXED_RANK_FUNCTIONS):
+    """True when a fork may use `fixed_order`: the pruning holds (`_pruning_holds`) and
+    `policy` is one of FIXED_RANK_FUNCTIONS."""
+    return policy.function in FIXED_RANK_FUNCTIONS and _pruning_holds(
+        policy, backfill, window, queue_config, policies)
+
+
+def scores_in_one_go(policy: UtilityFunction, backfill: Backfill, window: int,
+                     queue_config: Sequence[Mapping[str, Any]] | None = None,
+                     policies: Mapping[str, UtilityFunction] | None = None) -> bool:
+    """True when an estimate's passes may find the jobs that matter from array scores
+    (`WaitingColumns`): the pruning holds and `policy` scores arrays."""
+    return policy.scores_arrays and _pruning_holds(policy, backfill, window, queue_config,
+                                                   policies)
+
+
+def _pruning_holds(policy: UtilityFunction, backfill: Backfill, window: int,
+                   queue_config: Sequence[Mapping[str, Any]] | None,
+                   policies: Mapping[str, UtilityFunction] | None) -> bool:
+    """W = 1, EASY or no backfilling (the pruning's argument), no running limits (they hold
+    jobs back pass by pass), and every queue scored as `policy` scores."""
+    if window != 1 or backfill not in (Backfill.EASY, Backfill.NONE):
         return False
     for queue in queue_config or ():
         if queue["restrictions"]:
             return False
         # Two policies rank against each other differently as time goes (FCFS's scores grow,
-        # default's do not): every queue must use this one.
-        if queue["policy"] is not None and \
-                (policies or {}).get(queue["policy"], policy).function is not policy.function:
+        # default's do not): every queue must use this one, with the same settings.
+        other = (policies or {}).get(queue["policy"], policy) if queue["policy"] else policy
+        if other.function is not policy.function or other.options != policy.options:
             return False
     return True
