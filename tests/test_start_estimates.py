@@ -132,6 +132,44 @@ def test_passes_seeing_only_the_jobs_that_matter_estimate_as_passes_seeing_all(
     assert pruned == full
 
 
+@settings(max_examples=100, deadline=None)
+@given(nodes=st.integers(4, 16), failed=st.lists(st.integers(0, 15), max_size=3),
+       policy=st.sampled_from(["fcfs", "default", "high_prio"]),
+       running=st.lists(st.tuples(st.integers(1, 6), st.integers(-20, 60)), max_size=5),
+       queued=st.lists(st.tuples(st.integers(1, 16), st.integers(1, 60), st.integers(0, 3),
+                                 st.integers(0, 2)), min_size=1, max_size=30))
+def test_one_conservative_plan_gives_every_start_of_the_forward_replay(
+        nodes: int, failed: list[int], policy: str, running: list[tuple[int, int]],
+        queued: list[tuple[int, int, int, int]]) -> None:
+    """Conservative backfilling, a fixed rank order, a flat machine: after the passes at the
+    fork's first instant, the reservations of one plan of the queue are the starts the forward
+    replay finds pass after pass (overdue running jobs, failed nodes, equal submissions and
+    queue priorities included; jobs larger than the nodes in service never start)."""
+    machine = build_machine(load_description(f"flat:{nodes}"))
+    for node in failed:
+        if node < nodes:
+            machine.fail(str(node))
+    now = 1000.0
+    ending = []
+    for k, (size, left) in enumerate(running):
+        where = machine.find_location(size, 60.0, now)
+        if where is None:
+            continue
+        machine.allocate(where, 1000 + k, 0.0)
+        ending.append(SimJob(1000 + k, size, 60.0, 60.0, now - 100, "u", "p", "default",
+                             start_time=now - 60 + left, location=where))
+    for jobid in list(machine.held_by()):
+        machine.release(jobid)
+    waiting = [SimJob(i + 1, min(size, nodes), float(wall), float(wall), now - 10 * age, "u",
+                      "p", "default", queue_priority=priority)
+               for i, (size, wall, age, priority) in enumerate(queued)]
+    chosen = builtin_policy(policy)
+    planned = estimate_start_times(machine, now, ending, waiting, chosen, Backfill.CONSERVATIVE)
+    replayed = estimate_start_times(machine, now, ending, waiting, chosen,
+                                    Backfill.CONSERVATIVE, prune=False)
+    assert planned == replayed
+
+
 def _nodes(location: str) -> list[str]:
     """The node numbers of a flat location such as "0-2,5"."""
     nodes: list[str] = []

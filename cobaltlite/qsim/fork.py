@@ -16,6 +16,7 @@ from operator import attrgetter
 from typing import Any
 
 from cobaltlite.jobs import lifecycle
+from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.policy.utility import (
     JOB_INPUTS,
@@ -100,12 +101,13 @@ class ForkedReplay(Qsim):
                 job.queued_time = job.score = job.threshold = now - job.submit_time
         return kept
 
-    def run_forward(self) -> None:
+    def run_forward(self, until: float = float("inf")) -> None:
         """A pass now, then Qsim.run's loop for a fork until the queue is empty or nothing can
         change any more: a fork has no arrivals, failures or hooks, so its events are the job
         ends and the reservation periods' starts and ends (as Qsim.run gives up on them: once
         only they are left and each has ended or gone round once), each followed by the pass;
-        an end only frees the job's place (no outcome, sample or load is kept for a fork)."""
+        an end only frees the job's place (no outcome, sample or load is kept for a fork).
+        Events after `until` are left to come."""
         ends, queue, running = self._ends, self._queue, self._running
         machine, clock, iterate = self._machine, self.clock, self.scheduler.iterate
         pop, release = heapq.heappop, machine.release
@@ -117,6 +119,8 @@ class ForkedReplay(Qsim):
             iterate()
         while queue and (ends or next_window < inf):
             t = ends[0][0] if ends else inf
+            if min(t, next_window) > until:
+                return
             if reserved:
                 if next_window <= t:
                     t = next_window
@@ -312,17 +316,23 @@ def estimate_start_times(
     fork.fixed_order = prune and rank_is_fixed(policy, backfill, window, queue_config, policies)
     in_one_go = prune and scores_in_one_go(policy, backfill, window, queue_config, policies)
     fork.queue_places = dict(queue_places or {})
+    planned = prune and plan_is_the_schedule(machine, policy, backfill, window, queue_config,
+                                             policies, fork.queue_places)
     # Fresh copies (a new job's status), as fairness.py's forks build theirs.
     ending = [replace(job, run_time=max(job.wall_time, now - job.start_time),
                       status=lifecycle.NEW) for job in running]
     waiting = [replace(job, run_time=job.wall_time, status=lifecycle.NEW, start_time=-1.0,
                        location="", queued_time=now - job.submit_time) for job in queued]
-    if fork.fixed_order:  # resumed in rank order, which every later pass keeps
+    if fork.fixed_order or planned:  # resumed in rank order, which every later pass keeps
         policy.score_jobs(waiting, PassInputs(now, machine.total_nodes, machine.min_block_size))
         waiting.sort(key=_by_jobid)
         waiting.sort(key=_by_score, reverse=True)
     try:
         fork.resume(now, ending, waiting)
+        if planned:
+            fork.run_forward(until=now)
+            _plan_the_rest(fork, machine, now, waiting)
+            return fork.starts
         if fork.fixed_order or in_one_go:
             fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order,
                                           fork.queue_places)
@@ -331,6 +341,35 @@ def estimate_start_times(
         for jobid in list(machine.held_by()):
             machine.release(jobid)
     return fork.starts
+
+
+def _plan_the_rest(fork: ForkedReplay, machine: Machine, now: float,
+                   ranked: Sequence[SimJob]) -> None:
+    """After the passes at `now`: the start of every job still queued, from one conservative
+    plan of the queue in rank order (`plan_is_the_schedule`), added to `fork.starts`."""
+    planner = machine.planner(now)
+    waiting = fork.queued_jobs()
+    still = {job.jobid for job in waiting}
+    for job in ranked:
+        if job.jobid in still and machine.allocation_size(job.size) is not None:
+            start = planner.reserve_earliest(job.size, job.wall_time)[0]
+            if start < float("inf"):
+                fork.starts[job.jobid] = start
+
+
+def plan_is_the_schedule(machine: Machine, policy: UtilityFunction, backfill: Backfill,
+                         window: int, queue_config: Sequence[Mapping[str, Any]] | None,
+                         policies: Mapping[str, UtilityFunction] | None,
+                         queue_places: Mapping[str, PlaceSet]) -> bool:
+    """True when, after the passes at the fork's first instant, one conservative plan of the
+    queue gives every later start, so no later pass need run (docs/architecture.md, "Estimated
+    start times", the proof): conservative backfilling with W = 1 and a fixed rank order
+    (`rank_is_fixed`'s other conditions), on a flat machine (its planner counts free nodes, so
+    which nodes a job gets changes no later start), with no queue mapped to places and no
+    reservation (the caller checks that)."""
+    return (backfill is Backfill.CONSERVATIVE and isinstance(machine, FlatMachine)
+            and not queue_places and policy.function in FIXED_RANK_FUNCTIONS
+            and _rank_holds(policy, window, queue_config, policies))
 
 
 def rank_is_fixed(policy: UtilityFunction, backfill: Backfill, window: int,
@@ -354,9 +393,17 @@ def scores_in_one_go(policy: UtilityFunction, backfill: Backfill, window: int,
 def _pruning_holds(policy: UtilityFunction, backfill: Backfill, window: int,
                    queue_config: Sequence[Mapping[str, Any]] | None,
                    policies: Mapping[str, UtilityFunction] | None) -> bool:
-    """W = 1, EASY or no backfilling (the pruning's argument), no running limits (they hold
-    jobs back pass by pass), and every queue scored as `policy` scores."""
-    if window != 1 or backfill not in (Backfill.EASY, Backfill.NONE):
+    """EASY or no backfilling (the pruning's argument) and `_rank_holds`."""
+    return backfill in (Backfill.EASY, Backfill.NONE) and _rank_holds(
+        policy, window, queue_config, policies)
+
+
+def _rank_holds(policy: UtilityFunction, window: int,
+                queue_config: Sequence[Mapping[str, Any]] | None,
+                policies: Mapping[str, UtilityFunction] | None) -> bool:
+    """W = 1, no running limits (they hold jobs back pass by pass), and every queue scored as
+    `policy` scores."""
+    if window != 1:
         return False
     for queue in queue_config or ():
         if queue["restrictions"]:
