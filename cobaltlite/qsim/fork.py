@@ -165,15 +165,14 @@ operations can differ, so the job the exact scores rank first is always among th
 class WaitingColumns:
     """An estimate's queued jobs as numpy columns, for passes that see only the jobs that matter.
 
-    Under W = 1 and EASY or no backfilling a pass depends only on the jobs that have a free
-    place now and on the best-ranked job of the others (it may be the top job): the argument
-    of `ForkedReplay.schedulable_jobs`, with "a free place of the job's size within its queue's
-    places" for "its size in idle nodes" (free places, too, only go during a pass). The
-    machine is asked once per pass for each size and place set the queue holds. Finding and
-    ranking the jobs by a loop over the queue costs Python work for every queued job at every
-    pass; here it is a few array operations, and the pass is handed the jobs kept already
-    ranked (`ForkedReplay.ranked_jobs`), as Qsim hands a fixed-order queue: the policy gives
-    bare scores, so the pass reads no score.
+    Under W = 1 and EASY or no backfilling a pass depends only on the jobs that fit the idle
+    nodes and on the best-ranked job of the others (it may be the top job): the argument of
+    `ForkedReplay.schedulable_jobs`, which holds for any rank order. (Asking the machine for a
+    free place of each size and place set instead, per pass, cost more than it saved on
+    Intrepid.) Finding and ranking the jobs by a loop over the queue costs Python work for every
+    queued job at every pass; here it is a few array operations, and the pass is handed the jobs
+    kept already ranked (`ForkedReplay.ranked_jobs`), as Qsim hands a fixed-order queue: the
+    policy gives bare scores, so the pass reads no score.
 
     `fixed`: `jobs` come in rank order, which every pass keeps (`rank_is_fixed`). Otherwise
     (`scores_in_one_go`) every pass scores all the jobs in one call of the policy's function
@@ -185,7 +184,7 @@ class WaitingColumns:
     """
 
     def __init__(self, jobs: Sequence[SimJob], machine: Machine, policy: UtilityFunction,
-                 fixed: bool, places: Mapping[str, PlaceSet]) -> None:
+                 fixed: bool) -> None:
         import numpy as np
 
         self._np = np
@@ -193,12 +192,7 @@ class WaitingColumns:
         self._index = {job.jobid: i for i, job in enumerate(self._jobs)}
         self._policy = policy
         self._fixed = fixed
-        self._machine = machine
-        # Jobs of one size and place set have a free place now or not alike: one group each.
-        groups: dict[tuple[int, PlaceSet | None], int] = {}
-        self._group = np.array([groups.setdefault((job.size, places.get(job.queue)), len(groups))
-                                for job in self._jobs], dtype=np.int64)
-        self._groups = list(groups)
+        self._size = np.array([job.size for job in self._jobs], dtype=np.int64)
         # A job no place can hold is never the top job (the pass passes over it): leave it out.
         self._waiting = np.array([machine.allocation_size(job.size) is not None
                                   for job in self._jobs], dtype=bool)
@@ -216,10 +210,7 @@ class WaitingColumns:
         job fits (the pass would start nothing)."""
         np = self._np
         waiting = self._waiting
-        find = self._machine.find_location
-        placed = np.array([size <= idle and find(size, 0.0, now, allowed) is not None
-                           for size, allowed in self._groups], dtype=bool)
-        kept = waiting & placed[self._group]
+        kept = waiting & (self._size <= idle)
         if not kept.any():
             return []
         others = np.flatnonzero(waiting & ~kept)
@@ -230,23 +221,24 @@ class WaitingColumns:
             return [jobs[i] for i in np.flatnonzero(kept).tolist()]
         inputs.now = now
         scores = self._scores(now, inputs)
-        if not np.isfinite(scores[waiting]).all():
+        if not np.isfinite(scores).all() and not np.isfinite(scores[waiting]).all():
             return self._ranked_exactly([jobs[i] for i in np.flatnonzero(waiting).tolist()],
                                         now, inputs)
         if others.size:
             best = scores[others].max()
             contenders = others[scores[others] >= best - SCORE_BAND * abs(best)]
             if contenders.size > 1:
-                kept[self._ranked_exactly([jobs[i] for i in contenders.tolist()], now,
-                                          inputs)[0].jobid == self._jobid] = True
+                best_job = self._ranked_exactly([jobs[i] for i in contenders.tolist()], now,
+                                                inputs)[0]
+                kept[self._index[best_job.jobid]] = True
             else:
                 kept[contenders[0]] = True
         chosen = np.flatnonzero(kept)
         chosen = chosen[np.lexsort((self._jobid[chosen], -scores[chosen]))]
         ranked = [jobs[i] for i in chosen.tolist()]
-        close = scores[chosen]
-        gaps = np.abs(np.diff(close)) <= SCORE_BAND * np.maximum(np.abs(close[1:]),
-                                                                 np.abs(close[:-1]))
+        close = scores[chosen]  # highest first
+        size = np.abs(close)
+        gaps = close[:-1] - close[1:] <= SCORE_BAND * (size[:-1] + size[1:])
         if not gaps.any():
             return ranked
         # Near ties: score them exactly; every other pair is far enough apart to keep its
@@ -334,8 +326,7 @@ def estimate_start_times(
             _plan_the_rest(fork, machine, now, waiting)
             return fork.starts
         if fork.fixed_order or in_one_go:
-            fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order,
-                                          fork.queue_places)
+            fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order)
         fork.run_forward()
     finally:
         for jobid in list(machine.held_by()):
