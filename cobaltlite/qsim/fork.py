@@ -4,7 +4,10 @@ Two users: the fair start time (qsim/fairness.py forks at a job's submission and
 job starts) and the estimated start times `qstat -f` and `showstart` show (`estimate_start_times`:
 fork from the present and run until every queued job has started). In both, a fork's only events
 are job ends, each followed by a scheduling pass, as in Qsim.run; the running jobs end at the
-times the caller gives them (the estimate: their requested wall times).
+times the caller gives them (the estimate: their requested wall times). An estimate may take
+shortcuts that give the same starts (docs/architecture.md, "Estimated start times"): passes that
+see only the jobs that matter (`WaitingColumns`), and under conservative backfilling on a flat
+machine one plan after the first instant instead of the passes after it (`plan_is_the_schedule`).
 """
 
 from __future__ import annotations
