@@ -191,7 +191,10 @@ class WaitingColumns:
         import numpy as np
 
         self._np = np
-        self._jobs = list(jobs)
+        # Scored jobs are kept in job id order, so a stable sort on scores ranks ties by id.
+        self._jobs = list(jobs) if fixed else sorted(jobs, key=_by_jobid)
+        self._objects = np.empty(len(self._jobs), dtype=object)
+        self._objects[:] = self._jobs  # jobs picked by an index array in one step
         self._index = {job.jobid: i for i, job in enumerate(self._jobs)}
         self._policy = policy
         self._fixed = fixed
@@ -200,7 +203,6 @@ class WaitingColumns:
         self._waiting = np.array([machine.allocation_size(job.size) is not None
                                   for job in self._jobs], dtype=bool)
         self._submit = np.array([job.submit_time for job in self._jobs], dtype=np.float64)
-        self._jobid = np.array([job.jobid for job in self._jobs], dtype=np.int64)
         self._columns = {} if fixed else {
             name: np.array([getattr(job, name) for job in self._jobs])
             for name in policy.parameters if name in JOB_INPUTS and name != "queued_time"}
@@ -221,7 +223,7 @@ class WaitingColumns:
         if self._fixed:
             if others.size:
                 kept[others[0]] = True
-            return [jobs[i] for i in np.flatnonzero(kept).tolist()]
+            return list(self._objects[kept])
         inputs.now = now
         scores = self._scores(now, inputs)
         if not np.isfinite(scores).all() and not np.isfinite(scores[waiting]).all():
@@ -237,8 +239,8 @@ class WaitingColumns:
             else:
                 kept[contenders[0]] = True
         chosen = np.flatnonzero(kept)
-        chosen = chosen[np.lexsort((self._jobid[chosen], -scores[chosen]))]
-        ranked = [jobs[i] for i in chosen.tolist()]
+        chosen = chosen[np.argsort(-scores[chosen], kind="stable")]
+        ranked = list(self._objects[chosen])
         close = scores[chosen]  # highest first
         size = np.abs(close)
         gaps = close[:-1] - close[1:] <= SCORE_BAND * (size[:-1] + size[1:])
