@@ -66,9 +66,11 @@ def reservation_cost(machine: Machine, now: float, reservations: Sequence[Reserv
 
 
 def _nodes_of(machine: Machine, places: set[str]) -> int:
-    """Nodes the `places` cover, each node once: each place held on the empty what-if machine
-    (which says how many nodes a place holds), then released. A place overlapping one already
-    counted (reservations forced over each other) adds nothing."""
+    """Nodes the `places` cover: each place held on the empty what-if machine (which says how
+    many nodes a place holds), then released. A place overlapping one already counted adds
+    nothing, so only reservations forced over each other (setres -f) on nested blocks can be
+    counted short (a parent block met after its child adds none of its other nodes); a place
+    over a component out of service cannot be held and is not counted."""
     nodes = 0
     pseudo = -1
     try:
