@@ -101,7 +101,7 @@ def plan_months(history: Sequence[TraceJob], start_layout: QueueLayout, total: i
     months = len(bounds) - 1
     if method == "whole":
         return MonthPlan(bounds, [None] * months)
-    sources = [previous_month(bounds[0]), *bounds[:months]]
+    sources = [previous_month(bounds[0]), *bounds[:months - 1]]  # month k: sources[k]..bounds[k]
     if method == "static":
         sources = sources[:1]
     tasks = []

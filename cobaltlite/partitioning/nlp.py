@@ -82,6 +82,21 @@ def lower_bounds(queues: Sequence[PartitionedQueue], evaluator: PartitionEvaluat
     return bounds
 
 
+def fit_bounds(bounds: Sequence[int], largest: Sequence[int], total: int) -> list[int]:
+    """Eq. 4's bounds when they fit the machine; otherwise each keeps its largest job and the
+    part above it shrinks in proportion until they do (a busy month can make every queue's
+    utilization flat up to the whole machine; D002-5). Raises InputError when even the largest
+    jobs do not fit."""
+    if sum(bounds) <= total:
+        return list(bounds)
+    if sum(largest) > total:
+        raise InputError(f"the queues' lower bounds need {sum(largest)} nodes; the machine has "
+                         f"{total}")
+    extra = [b - lo for b, lo in zip(bounds, largest, strict=True)]
+    room = total - sum(largest)
+    return [lo + e * room // sum(extra) for lo, e in zip(largest, extra, strict=True)]
+
+
 def latin_hypercube(count: int, dims: int, seed: int) -> list[list[float]]:
     import numpy as np
 
@@ -151,7 +166,9 @@ def nlp_sizes(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
     if not 0 <= tolerance < 1:
         raise InputError(f"tolerance {tolerance}: give a number in [0, 1)")
     whole = PartitionEvaluator(jobs, total, workers)
-    lower = lower_bounds(queues, whole, total)
+    lower = fit_bounds(lower_bounds(queues, whole, total),
+                       [max((j.nodes for j in jobs if q.holds(j)), default=1) for q in queues],
+                       total)
     parts = [PartitionEvaluator(part, total, workers)
              for part in epochs(jobs, len(epoch_weights))]
     vectors = sample_sizes(lower, total, samples, seed)
