@@ -204,3 +204,14 @@ def test_configure_queues_hybrid_writes_a_pool(tmp_path: Path) -> None:
     layout, _ = read_layout(out)
     assert layout.pool > 0 and layout.tau_pf is not None
     assert layout.nodes == 16
+
+
+def test_lower_bounds_beyond_the_machine_shrink_above_the_largest_jobs() -> None:
+    from cobaltlite.partitioning.nlp import fit_bounds
+
+    # Eq. 4 asks 60 + 60 of 100 nodes; the largest jobs need 20 and 40: the 60 nodes above
+    # them shrink to the 40 left, in proportion (40 and 20 above -> 26 and 13, rounded down).
+    assert fit_bounds([60, 60], [20, 40], 100) == [46, 53]
+    assert fit_bounds([30, 60], [20, 40], 100) == [30, 60]
+    with pytest.raises(InputError, match="need 120 nodes; the machine has 100"):
+        fit_bounds([60, 60], [60, 60], 100)

@@ -45,6 +45,8 @@ class NlpResult:
     fitted: bool
     """True when the solver's vector was kept, False when a sampled vector replayed better."""
     samples: int
+    proportional: bool = True
+    """False when eq. 6 could not hold beside the lower bounds and was dropped (D002-2)."""
 
 
 def epochs(jobs: Sequence[TraceJob], count: int) -> list[list[TraceJob]]:
@@ -206,19 +208,27 @@ def nlp_sizes(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
     # Waits are thousands of seconds and shares under 1: scale the objective to about 1 so
     # SLSQP's tolerances mean something.
     scale = max(1.0, sum(weighted(sampled, k) for k in range(len(vectors))) / len(vectors))
-    solution = minimize(lambda z: sum(w * f(z) for w, f in surfaces) / scale,
-                        [n / total for n in start[:dims]], method="SLSQP",
-                        bounds=[(b, 1.0) for b in lb[:dims]], constraints=constraints)
-    # SLSQP may stop short of its own optimality test ("positive directional derivative") at a
-    # point that meets every constraint: that point is usable; a point that breaks one is not.
-    if any(c["fun"](solution.x) < -1e-6 for c in constraints) or any(
-            z < b - 1e-6 for z, b in zip(solution.x, lb, strict=False)):
+    bound_only = constraints[:1]
+    for given in (constraints, bound_only):
+        solution = minimize(lambda z: sum(w * f(z) for w, f in surfaces) / scale,
+                            [n / total for n in start[:dims]], method="SLSQP",
+                            bounds=[(b, 1.0) for b in lb[:dims]], constraints=given)
+        # SLSQP may stop short of its own optimality test ("positive directional derivative")
+        # at a point that meets every constraint: that point is usable; one that breaks one is
+        # not. When the lower bounds leave no room for eq. 6 (a busy month), it is dropped
+        # rather than the month left unconfigured (D002-2); the result says so.
+        usable = not (any(c["fun"](solution.x) < -1e-6 for c in given) or any(
+            z < b - 1e-6 for z, b in zip(solution.x, lb, strict=False)))
+        if usable:
+            break
+    else:
         raise InputError(f"the NLP partitioner found no partition meeting the lower bounds "
-                         f"{lower} and the proportional constraint (tolerance {tolerance}): "
-                         f"{solution.message}; raise the tolerance")
+                         f"{lower}: {solution.message}")
+    proportional = given is constraints
     fitted = whole_nodes([z * total for z in full(solution.x)], total, lower)
     fitted_wait = weighted(epoch_waits([fitted]), 0)
     best = min(range(len(vectors)), key=lambda k: weighted(sampled, k))
     if weighted(sampled, best) < fitted_wait:
-        return NlpResult(vectors[best], lower, weighted(sampled, best), False, len(vectors))
-    return NlpResult(fitted, lower, fitted_wait, True, len(vectors))
+        return NlpResult(vectors[best], lower, weighted(sampled, best), False, len(vectors),
+                         proportional)
+    return NlpResult(fitted, lower, fitted_wait, True, len(vectors), proportional)
