@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default 3, seed 002 Table III)")
     parser.add_argument("--chunk", type=positive_int, default=CHUNK_NODES, metavar="NODES",
                         help=f"hybrid: nodes moved to the common pool per visit (default "
-                             f"{CHUNK_NODES}; docs/hybrid-queues.md D002-12)")
+                             f"{CHUNK_NODES}; docs/hybrid-queues.md D002-21)")
     parser.add_argument("--degradation", type=float, default=DEGRADATION, metavar="F",
                         help=f"hybrid: largest rise of a queue's or the overall mean wait kept, "
                              f"as a fraction (default {DEGRADATION}, seed 002 §III)")

@@ -26,7 +26,7 @@ METHODS = ("pp", "nlp", "dqr", "hybrid")
 CHUNK_NODES = 4
 """Nodes a hybrid visit moves from a partition to the pool. Seed 002 §III moves 5 processors of
 35,232 (one step in 7,000); on a machine of 128 or 144 nodes one node is already 1/144, and each
-step is a whole replay: 4 nodes (about 3 %) keeps the carving to a few dozen replays (D002-12)."""
+step is a whole replay: 4 nodes (about 3 %) keeps the carving to a few dozen replays (D002-21)."""
 DEGRADATION = 0.30
 """Seed 002 §III's degPercent: a queue's (and the overall) mean wait may rise by 30 %."""
 

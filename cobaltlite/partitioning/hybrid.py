@@ -10,7 +10,7 @@ longer hold its largest job) or when a move raises the overall mean wait above (
 times the start's (that move is undone).
 
 Decisions (docs/hybrid-queues.md): the reference of both limits is the partitioned start, not
-the previous step, so the degradation cannot compound (D002-11); the chunk is in nodes (D002-12);
+the previous step, so the degradation cannot compound (D002-20); the chunk is in nodes (D002-21);
 a queue whose start wait is under a minute is held to a minute's rise, as a percentage of zero
 would freeze it at once; τ_pf, when the layout has none, is half the median queue priority
 (Table III sets 0.5 × the medium queue's priority).

@@ -4,7 +4,7 @@ and hybrid, reconfigured monthly (docs/hybrid-queues.md, "The study").
     python simulator/studies/hybrid_queues.py --out study-out --months 3 --workers 2
 
 Set-up: each trace's queues are size and time classes (simulator/studies/hybrid_queues/*.yaml,
-D002-13); jobs wider than half the machine are left out for every strategy alike (written to
+D002-22); jobs wider than half the machine are left out for every strategy alike (written to
 OUT/TRACE-half.swf.gz). The first replayed month is configured from the month before it; each
 strategy is `qsim --queue-layout CLASSES --reconfigure monthly --method M` over the same months
 (FCFS, EASY inside each partition). Writes OUT/TRACE/METHOD/summary.json and OUT/table.md.
@@ -36,7 +36,7 @@ PAPER = {"hybrid vs static": -46.0, "hybrid vs whole": -55.0}
 
 
 def half_machine_trace(name: str, ppn: int, nodes: int, out: Path) -> Path:
-    """The trace without its jobs wider than half the machine (D002-13)."""
+    """The trace without its jobs wider than half the machine (D002-22)."""
     path = out / name.replace(".swf.gz", "-half.swf.gz")
     if path.exists():
         return path
