@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from cobaltlite.errors import InputError
 from cobaltlite.partitioning.evaluate import Evaluation, PartitionEvaluator
 from cobaltlite.partitioning.layout import PartitionedQueue, QueueLayout
-from cobaltlite.partitioning.proportional import cpu_hours, proportional_sizes
+from cobaltlite.partitioning.proportional import (
+    admits_limits,
+    cpu_hours,
+    proportional_sizes,
+    smallest_partition,
+)
 from cobaltlite.traces.model import TraceJob
 
 METHODS = ("pp", "nlp", "dqr", "hybrid")
@@ -79,7 +84,8 @@ def configure_layout(jobs: Sequence[TraceJob], layout: QueueLayout, total: int,
     if unrouted:
         raise InputError(f"job {unrouted[0].jobid} ({unrouted[0].nodes} nodes, queue "
                          f"{unrouted[0].queue!r}) belongs to no queue of the layout")
-    largest = [max((j.nodes for j in routed[q.name]), default=1) for q in layout.queues]
+    admitted = admits_limits(layout.queues, total)
+    largest = [smallest_partition(q, routed[q.name], admitted) for q in layout.queues]
     if settings.method == "pp":
         layout = sized(layout, proportional_sizes(
             [cpu_hours(routed[q.name]) for q in layout.queues], total, largest))
@@ -88,14 +94,14 @@ def configure_layout(jobs: Sequence[TraceJob], layout: QueueLayout, total: int,
 
         result = nlp_sizes(layout, jobs, total, samples=settings.samples,
                            epoch_weights=settings.epoch_weights, tolerance=settings.tolerance,
-                           workers=settings.workers)
+                           workers=settings.workers, admitted=admitted)
         layout = sized(layout, result.sizes)
     partitioned = QueueLayout(layout.queues, 0, layout.tau_pf, layout.extra)
     evaluator = PartitionEvaluator(jobs, total, settings.workers)
     if settings.method in ("dqr", "hybrid"):
         from cobaltlite.partitioning.reshape import reshape
 
-        partitioned, score, _ = reshape(partitioned, evaluator)
+        partitioned, score, _ = reshape(partitioned, evaluator, admitted=admitted)
     else:
         score = evaluator.evaluate(partitioned)
     if settings.method != "hybrid":
@@ -103,5 +109,5 @@ def configure_layout(jobs: Sequence[TraceJob], layout: QueueLayout, total: int,
     from cobaltlite.partitioning.hybrid import carve_pool
 
     carved = carve_pool(partitioned, jobs, total, chunk=settings.chunk,
-                        degradation=settings.degradation)
+                        degradation=settings.degradation, admitted=admitted)
     return carved.layout, carved.score

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from cobaltlite.errors import InputError
 from cobaltlite.partitioning.evaluate import Evaluation, replay_whole
 from cobaltlite.partitioning.layout import PartitionedQueue, QueueLayout
+from cobaltlite.partitioning.proportional import smallest_partition
 from cobaltlite.traces.model import TraceJob
 
 WAIT_FLOOR = 60.0
@@ -50,8 +51,9 @@ def default_tau_pf(layout: QueueLayout) -> float:
 
 
 def carve_pool(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
-               chunk: int, degradation: float) -> Carving:
-    """The hybrid layout carved from the partitioned `layout` over the history `jobs`."""
+               chunk: int, degradation: float, admitted: bool = False) -> Carving:
+    """The hybrid layout carved from the partitioned `layout` over the history `jobs`; with
+    `admitted`, no partition shrinks below the widest job its classes admit (D002-24)."""
     if chunk < 1:
         raise InputError(f"chunk {chunk}: give 1 node or more")
     if layout.pool:
@@ -60,7 +62,7 @@ def carve_pool(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
     tau = layout.tau_pf if layout.tau_pf is not None else default_tau_pf(layout)
     current = QueueLayout(layout.queues, 0, tau, layout.extra)
     routed, _ = current.route(jobs)
-    largest = {q.name: max((j.nodes for j in routed[q.name]), default=1) for q in layout.queues}
+    largest = {q.name: smallest_partition(q, routed[q.name], admitted) for q in layout.queues}
     start = replay_whole(jobs, current, total)
     score = start
     limit = (1 + degradation) * start.mean_wait

@@ -28,7 +28,12 @@ from typing import Any
 from cobaltlite.errors import InputError
 from cobaltlite.partitioning.evaluate import PartitionEvaluator
 from cobaltlite.partitioning.layout import PartitionedQueue, QueueLayout
-from cobaltlite.partitioning.proportional import cpu_hours, proportional_sizes, whole_nodes
+from cobaltlite.partitioning.proportional import (
+    cpu_hours,
+    proportional_sizes,
+    smallest_partition,
+    whole_nodes,
+)
 from cobaltlite.traces.model import TraceJob
 
 UTILIZATION_SHARE = 0.9
@@ -157,7 +162,8 @@ class Surface:
 
 def nlp_sizes(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
               samples: int = 100, epoch_weights: Sequence[float] = EPOCH_WEIGHTS,
-              tolerance: float = 0.2, seed: int = 1, workers: int = 1) -> NlpResult:
+              tolerance: float = 0.2, seed: int = 1, workers: int = 1,
+              admitted: bool = False) -> NlpResult:
     """The NLP partitioner's sizes for `layout`'s queues over the history `jobs`."""
     from scipy.optimize import minimize
 
@@ -168,9 +174,9 @@ def nlp_sizes(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
     if not 0 <= tolerance < 1:
         raise InputError(f"tolerance {tolerance}: give a number in [0, 1)")
     whole = PartitionEvaluator(jobs, total, workers)
-    lower = fit_bounds(lower_bounds(queues, whole, total),
-                       [max((j.nodes for j in jobs if q.holds(j)), default=1) for q in queues],
-                       total)
+    smallest = [smallest_partition(q, jobs, admitted) for q in queues]
+    lower = fit_bounds([max(b, n) for b, n in zip(lower_bounds(queues, whole, total), smallest,
+                                                  strict=True)], smallest, total)
     parts = [PartitionEvaluator(part, total, workers)
              for part in epochs(jobs, len(epoch_weights))]
     vectors = sample_sizes(lower, total, samples, seed)
