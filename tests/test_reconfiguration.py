@@ -215,3 +215,18 @@ def test_lower_bounds_beyond_the_machine_shrink_above_the_largest_jobs() -> None
     assert fit_bounds([30, 60], [20, 40], 100) == [30, 60]
     with pytest.raises(InputError, match="need 120 nodes; the machine has 100"):
         fit_bounds([60, 60], [60, 60], 100)
+
+
+def test_a_partition_keeps_room_for_the_widest_job_its_class_admits() -> None:
+    # January's jobs of queue b are 1 node wide, February's 8: b's class admits 8, and the 4 + 8
+    # nodes the classes admit fit the machine, so February's b partition holds 8 (D002-24).
+    layout = QueueLayout((PartitionedQueue("a", (JobClass(frozenset({"a"}), 1, 4),), 8),
+                          PartitionedQueue("b", (JobClass(frozenset({"b"}), 1, 8),), 8)))
+    jobs = steady(1, 600, 1800, 4, 1700, "a", start=JAN) + steady(1000, 30, 3600, 1, 60, "b",
+                                                                  start=JAN)
+    jobs += steady(2000, 30, 3600, 8, 600, "b", start=FEB)
+    for method in ("pp", "dqr"):
+        plan = plan_months(jobs, layout, 16, FEB, MAR, method, ConfigureSettings(samples=10))
+        feb = plan.layouts[0]
+        assert feb is not None and feb.queue("b").nodes >= 8
+        assert not replay_monthly(jobs, layout, plan, 16).skipped
