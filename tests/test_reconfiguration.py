@@ -206,12 +206,12 @@ def test_configure_queues_hybrid_writes_a_pool(tmp_path: Path) -> None:
     assert layout.nodes == 16
 
 
-def test_lower_bounds_beyond_the_machine_shrink_above_the_largest_jobs() -> None:
+def test_lower_bounds_beyond_the_machine_fall_back_to_the_widest_jobs() -> None:
     from cobaltlite.partitioning.nlp import fit_bounds
 
-    # Eq. 4 asks 60 + 60 of 100 nodes; the largest jobs need 20 and 40: the 60 nodes above
-    # them shrink to the 40 left, in proportion (40 and 20 above -> 26 and 13, rounded down).
-    assert fit_bounds([60, 60], [20, 40], 100) == [46, 53]
+    # Eq. 4 asks 60 + 60 of 100 nodes; the widest jobs need 20 and 40: those are the bounds,
+    # leaving 40 nodes for the samples to share.
+    assert fit_bounds([60, 60], [20, 40], 100) == [20, 40]
     assert fit_bounds([30, 60], [20, 40], 100) == [30, 60]
     with pytest.raises(InputError, match="need 120 nodes; the machine has 100"):
         fit_bounds([60, 60], [60, 60], 100)

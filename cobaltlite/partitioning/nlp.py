@@ -89,19 +89,17 @@ def lower_bounds(queues: Sequence[PartitionedQueue], evaluator: PartitionEvaluat
     return bounds
 
 
-def fit_bounds(bounds: Sequence[int], largest: Sequence[int], total: int) -> list[int]:
-    """Eq. 4's bounds when they fit the machine; otherwise each keeps its largest job and the
-    part above it shrinks in proportion until they do (a busy month can make every queue's
-    utilization flat up to the whole machine; D002-5). Raises InputError when even the largest
-    jobs do not fit."""
+def fit_bounds(bounds: Sequence[int], smallest: Sequence[int], total: int) -> list[int]:
+    """Eq. 4's bounds when they fit the machine; otherwise the smallest partitions (each queue's
+    widest job), the paper's stricter alternative, so the samples still have the rest of the
+    machine to share (a busy month can make every queue's utilization flat up to the whole
+    machine; D002-5). Raises InputError when even those do not fit."""
     if sum(bounds) <= total:
         return list(bounds)
-    if sum(largest) > total:
-        raise InputError(f"the queues' lower bounds need {sum(largest)} nodes; the machine has "
+    if sum(smallest) > total:
+        raise InputError(f"the queues' lower bounds need {sum(smallest)} nodes; the machine has "
                          f"{total}")
-    extra = [b - lo for b, lo in zip(bounds, largest, strict=True)]
-    room = total - sum(largest)
-    return [lo + e * room // sum(extra) for lo, e in zip(largest, extra, strict=True)]
+    return list(smallest)
 
 
 def latin_hypercube(count: int, dims: int, seed: int) -> list[list[float]]:
