@@ -84,15 +84,17 @@ def change(new: float | None, old: float | None) -> float | None:
 
 
 def table(study: str, results: dict[str, Any]) -> list[str]:
+    """The Markdown of one trace's runs (the methods run so far, when --table-only)."""
+    methods = [m for m in METHODS if m in results]
     h = [f"### {study}", ""]
     months = [m["month"] for m in results["whole"]["months"]]
     h.append("Mean wait (h) per month, all queues; bounded slowdown and utilization in brackets:")
     h.append("")
-    h.append("| month | " + " | ".join(METHODS) + " |")
-    h.append("|---" * (len(METHODS) + 1) + "|")
+    h.append("| month | " + " | ".join(methods) + " |")
+    h.append("|---" * (len(methods) + 1) + "|")
     for k, month in enumerate(months):
         cells = []
-        for method in METHODS:
+        for method in methods:
             m = results[method]["months"][k]
             cells.append(f"{m['mean_wait'] / 3600:.2f} ({m['mean_bounded_slowdown']:.0f}, "
                          f"{m['utilization']:.0%})")
@@ -101,11 +103,11 @@ def table(study: str, results: dict[str, Any]) -> list[str]:
     h.append("Per queue (mean wait h / max wait h, over the months):")
     h.append("")
     queues = list(results["whole"]["months"][0]["queues"])
-    h.append("| queue | " + " | ".join(METHODS) + " |")
-    h.append("|---" * (len(METHODS) + 1) + "|")
+    h.append("| queue | " + " | ".join(methods) + " |")
+    h.append("|---" * (len(methods) + 1) + "|")
     for q in queues:
         cells = []
-        for method in METHODS:
+        for method in methods:
             rows = [m["queues"][q] for m in results[method]["months"] if m["queues"][q]["jobs"]]
             jobs = sum(r["jobs"] for r in rows)
             mean = sum(r["mean_wait"] * r["jobs"] for r in rows) / jobs if jobs else 0.0
@@ -113,7 +115,7 @@ def table(study: str, results: dict[str, Any]) -> list[str]:
             cells.append(f"{mean / 3600:.2f} / {top / 3600:.1f}")
         h.append(f"| {q} | " + " | ".join(cells) + " |")
     h.append("")
-    for other in ("static", "whole"):
+    for other in [m for m in ("static", "whole") if "hybrid" in results and m in results]:
         changes = [change(results["hybrid"]["months"][k]["mean_wait"],
                           results[other]["months"][k]["mean_wait"]) for k in range(len(months))]
         known = [c for c in changes if c is not None]
@@ -121,14 +123,16 @@ def table(study: str, results: dict[str, Any]) -> list[str]:
                  f"over {len(known)} months (per month: "
                  + ", ".join(f"{c:+.0f} %" for c in known)
                  + f"); paper {PAPER[f'hybrid vs {other}']:+.0f} %")
-    for a, b in (("pp", "static"), ("nlp", "pp"), ("dqr", "nlp")):
+    for a, b in [(a, b) for a, b in (("pp", "static"), ("nlp", "pp"), ("dqr", "nlp"),
+                                      ("dqr", "whole")) if a in results and b in results]:
         changes = [change(results[a]["months"][k]["mean_wait"],
                           results[b]["months"][k]["mean_wait"]) for k in range(len(months))]
         known = [c for c in changes if c is not None]
         h.append(f"- {a} vs {b}: mean wait {statistics.mean(known):+.0f} % on average")
-    layouts = [m["layout"] for m in results["hybrid"]["months"]]
-    h.append("- hybrid layouts (queue nodes, pool): " + "; ".join(
-        f"{m}: {lay['queues']} pool {lay['pool']}"
+    last = "hybrid" if "hybrid" in results else methods[-1]
+    layouts = [m["layout"] for m in results[last]["months"]]
+    h.append(f"- {last} layouts (queue nodes, pool): " + "; ".join(
+        f"{m}: {lay and lay['queues']} pool {lay and lay['pool']}"
         for m, lay in zip(months, layouts, strict=True)))
     h.append("")
     return h
@@ -141,12 +145,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--study", choices=list(STUDIES), action="append")
+    parser.add_argument("--table-only", action="store_true",
+                        help="tabulate the runs already in OUT, run nothing")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     lines = []
     for study in args.study or list(STUDIES):
-        lines += table(study, run(study, args.months, args.workers, args.samples, args.out))
-    (args.out / "table.md").write_text("\n".join(lines) + "\n")
+        if args.table_only:
+            results = {m: json.loads((args.out / study / m / "summary.json").read_text())
+                       for m in METHODS if (args.out / study / m / "summary.json").exists()}
+        else:
+            results = run(study, args.months, args.workers, args.samples, args.out)
+        lines += table(study, results)
+    if not args.table_only:
+        (args.out / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
