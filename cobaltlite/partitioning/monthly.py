@@ -211,6 +211,10 @@ def replay_monthly(jobs: Sequence[TraceJob], start_layout: QueueLayout, plan: Mo
     qsim.pass_hook = LayoutSwitch(qsim, plan, machine, originals)
     result = qsim.run()
     skipped += result.skipped
+    # A waiting job that no later layout could hold stays in a queue the layout no longer
+    # names: it never runs, and says so rather than vanish from the figures.
+    skipped += [f"job {job.jobid}: never ran (queue {job.queue} is in no later layout)"
+                for job in qsim.queued_jobs()]
     return MonthlyResult(plan, result.outcomes, skipped,
                          month_report(result.outcomes, originals, start_layout, plan, total))
 
