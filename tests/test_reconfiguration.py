@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cobaltlite.errors import InputError
 from cobaltlite.machine.partitions import node_range
@@ -230,3 +232,21 @@ def test_a_partition_keeps_room_for_the_widest_job_its_class_admits() -> None:
         feb = plan.layouts[0]
         assert feb is not None and feb.queue("b").nodes >= 8
         assert not replay_monthly(jobs, layout, plan, 16).skipped
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.integers(1, 6), st.integers(60, 3000),
+                          st.integers(0, 20000)), min_size=1, max_size=30),
+       st.integers(6, 10), st.integers(1, 3))
+def test_carving_keeps_the_machine_whole_and_every_largest_job_at_home(
+        rows: list[tuple[str, int, int, int]], a_nodes: int, chunk: int) -> None:
+    jobs = [TraceJob(i + 1, submit, run, run, nodes, queue=q)
+            for i, (q, nodes, run, submit) in enumerate(rows)]
+    carved = carve_pool(two_queues(a_nodes, 16 - a_nodes), jobs, 16, chunk=chunk,
+                        degradation=0.3)
+    assert carved.layout.nodes == 16
+    assert carved.layout.pool % chunk == 0
+    for q in carved.layout.queues:
+        widest = max((j.nodes for j in jobs if q.holds(j)), default=1)
+        assert q.nodes >= widest
+    assert carved.score.mean_wait <= 1.3 * carved.start.mean_wait + 1e-9
