@@ -30,7 +30,7 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,13 +137,13 @@ def route(job: TraceJob, layout: QueueLayout) -> str | None:
 class LayoutSwitch:
     """Qsim's pass hook that puts each month's layout in force at its first event."""
 
-    def __init__(self, qsim: Qsim, plan: MonthPlan, machine: FlatMachine,
+    def __init__(self, qsim: Qsim, plan: MonthPlan, partitions: list[QueuePartitions | None],
                  originals: dict[int, TraceJob]) -> None:
         self.qsim = qsim
         self.originals = originals
-        self.changes = [(t, QueuePartitions.from_layout(layout, machine), layout)
-                        for t, layout in zip(plan.bounds[1:], plan.layouts[1:], strict=False)
-                        if layout is not None]
+        self.changes = [(t, parts, layout) for t, parts, layout
+                        in zip(plan.bounds[1:], partitions[1:], plan.layouts[1:], strict=False)
+                        if parts is not None and layout is not None]
         self.next = 0
 
     def before_pass(self, now: float) -> None:
@@ -179,6 +179,8 @@ def replay_monthly(jobs: Sequence[TraceJob], start_layout: QueueLayout, plan: Mo
     machine = FlatMachine(FlatDescription("monthly", total))
     bounds = plan.bounds
     originals = {j.jobid: j for j in jobs}
+    partitions = [None if layout is None else QueuePartitions.from_layout(layout, machine)
+                  for layout in plan.layouts]
     routed: list[TraceJob] = []
     skipped: list[str] = []
     month = 0
@@ -187,28 +189,23 @@ def replay_monthly(jobs: Sequence[TraceJob], start_layout: QueueLayout, plan: Mo
             continue
         while job.submit_time >= bounds[month + 1]:
             month += 1
-        layout = plan.layouts[month]
-        if layout is None:
+        layout, parts = plan.layouts[month], partitions[month]
+        if layout is None or parts is None:
             routed.append(job)
             continue
         name = route(job, layout)
         if name is None:
             raise InputError(f"job {job.jobid} ({job.nodes} nodes, queue {job.queue!r}) "
                              "belongs to no queue of the queue layout")
-        size = layout.queue(name).nodes
-        if job.nodes > size and (layout.tau_pf is None or job.nodes > layout.pool):
+        if not parts.could_hold(name, job.nodes):
             skipped.append(f"job {job.jobid}: {job.nodes} nodes fit neither queue {name}'s "
-                           f"partition ({size} nodes) nor the pool ({layout.pool}) of "
-                           f"{month_name(bounds[month])}")
+                           f"partition ({layout.queue(name).nodes} nodes) nor the pool "
+                           f"({layout.pool}) of {month_name(bounds[month])}")
             continue
-        routed.append(TraceJob(job.jobid, job.submit_time, job.run_time, job.requested_time,
-                               job.nodes, job.user, job.project, name, job.dependencies,
-                               job.extra))
+        routed.append(replace(job, queue=name))
     qsim = Qsim(routed, machine, builtin_policy("fcfs"), Backfill.EASY, observer)
-    first = plan.layouts[0]
-    if first is not None:
-        qsim.partitions = QueuePartitions.from_layout(first, machine)
-    qsim.pass_hook = LayoutSwitch(qsim, plan, machine, originals)
+    qsim.partitions = partitions[0]
+    qsim.pass_hook = LayoutSwitch(qsim, plan, partitions, originals)
     result = qsim.run()
     skipped += result.skipped
     # A waiting job that no later layout could hold stays in a queue the layout no longer
