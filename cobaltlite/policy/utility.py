@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Protocol
 
+from cobaltlite.choices import BUILTIN_POLICIES
 from cobaltlite.errors import CobaltliteError
 
 JOB_INPUTS: dict[str, str] = {
@@ -280,10 +281,10 @@ def fairshare(user_usage):
     return 1.0 / (1.0 + user_usage)
 
 
-BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    f.__name__: f
-    for f in (fcfs, fat, wfp1, wfp3, fcsj, unicef, default, high_prio, balanced, fairshare)
-}
+# The functions above by name; the names live in cobaltlite/choices.py so that `qsim --help` can
+# list them without importing this module.
+BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {name: globals()[name]
+                                                     for name in BUILTIN_POLICIES}
 
 
 FIXED_ORDERS: dict[str, Callable[[Any], Any]] = {

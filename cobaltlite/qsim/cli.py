@@ -9,33 +9,29 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# Only what the parser needs is imported here, so `qsim --help` and a bad option stay quick
+# (issue 13: start-up <= 0.12 s); the replay machinery is imported by main() after parsing.
 from cobaltlite.argtypes import moment, non_negative_float, positive_float, positive_int, rate
-from cobaltlite.errors import CobaltliteError, InputError
-from cobaltlite.faults.predictor import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
-from cobaltlite.jobs.queues import load_queue_config
-from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, check_half_life
-from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction
-from cobaltlite.qsim.eet import eet_markdown, print_eet
-from cobaltlite.qsim.eet_command import share_model
-from cobaltlite.qsim.fairness import FAIR_START_METHODS
-from cobaltlite.qsim.metrics import (
-    metrics_markdown,
-    print_comparison,
-    print_metrics,
-)
-from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, policy_named, replay
-from cobaltlite.scheduler.scheduler import MAX_WINDOW, Backfill, check_window
-from cobaltlite.scheduler.slack import SlackSettings
-from cobaltlite.tuning.scheme import (
+from cobaltlite.choices import (
+    BUILTIN_POLICIES,
     EXAMPLE_SCHEMES,
-    TuningScheme,
-    example_scheme,
-    load_scheme_file,
+    FAIR_START_METHODS,
+    MAX_WINDOW,
+    PAPER_SENSITIVITY,
+    PAPER_SPECIFICITY,
+    PREDICTORS,
+    TRACE_FORMATS,
+    Backfill,
 )
+from cobaltlite.errors import CobaltliteError, InputError
+from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, check_half_life
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
+
+    from cobaltlite.policy.utility import UtilityFunction
+    from cobaltlite.tuning.scheme import TuningScheme
 
 EPILOG = """\
 subcommands (given first, instead of --trace):
@@ -64,6 +60,8 @@ stdout. qsim exits 1 when no job was replayed.
 
 
 def _window(text: str) -> int:
+    from cobaltlite.scheduler.scheduler import check_window
+
     try:
         return check_window(int(text))
     except ValueError as exc:
@@ -74,6 +72,8 @@ def _tuning(spec: str | None) -> TuningScheme | None:
     """A shipped scheme by name, else a YAML file."""
     if spec is None:
         return None
+    from cobaltlite.tuning.scheme import example_scheme, load_scheme_file
+
     if spec in EXAMPLE_SCHEMES:
         return example_scheme(spec)
     path = Path(spec)
@@ -119,6 +119,8 @@ def _slack_param(text: str) -> tuple[str, object]:
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE (e.g. lookahead=20)")
+    from cobaltlite.scheduler.slack import SlackSettings
+
     try:
         return name, getattr(SlackSettings.from_mapping({name: value}), name)
     except ValueError as exc:
@@ -165,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--policy",
         default="fcfs",
         metavar="NAME[,NAME...]",
-        help=f"utility function ranking the queue: {', '.join(BUILTIN_FUNCTIONS)} "
+        help=f"utility function ranking the queue: {', '.join(BUILTIN_POLICIES)} "
         "(default: fcfs); several names separated by commas replay the trace once per policy "
         "and print the runs side by side",
     )
@@ -375,6 +377,8 @@ def _progress_factory(console: Console) -> tuple[Progress, Callable[[int], Calla
 
 
 def _policy(name: str, args: argparse.Namespace) -> UtilityFunction:
+    from cobaltlite.qsim.replay import policy_named
+
     return policy_named(name, dict(args.policy_param), args.utility_file)
 
 
@@ -400,6 +404,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from rich.console import Console  # not for --help: rich takes a third of the start-up
+
+    from cobaltlite.jobs.queues import load_queue_config
+    from cobaltlite.qsim.eet import eet_markdown, print_eet
+    from cobaltlite.qsim.eet_command import share_model
+    from cobaltlite.qsim.metrics import metrics_markdown, print_comparison, print_metrics
+    from cobaltlite.qsim.replay import ReplaySettings, replay
+    from cobaltlite.scheduler.slack import SlackSettings
 
     err = Console(stderr=True, soft_wrap=True)
     names = [name.strip() for name in args.policy.split(",") if name.strip()]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cobaltlite.accounting import read_accounting_log
+from cobaltlite.choices import TRACE_FORMATS
 from cobaltlite.errors import InputError
 from cobaltlite.faults.failure_log import read_failure_log
 from cobaltlite.faults.predictor import (
@@ -56,8 +57,6 @@ from cobaltlite.tuning.apply import with_balance_factor
 from cobaltlite.tuning.qsim import QsimTuning
 from cobaltlite.tuning.scheme import TuningScheme
 from cobaltlite.tuning.tuner import Tuner
-
-TRACE_FORMATS = ("auto", "swf", "accounting", "intrepid-list")
 
 BGP_CORES_PER_NODE = 4
 """Blue Gene/P nodes have 4 cores; Intrepid's SWF log counts cores (traces/README.md)."""
