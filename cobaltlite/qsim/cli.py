@@ -27,7 +27,6 @@ from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, check_half_life
 
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.progress import Progress
 
     from cobaltlite.policy.utility import UtilityFunction
@@ -351,7 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _progress_factory(console: Console) -> tuple[Progress, Callable[[int], Callable[[int], None]]]:
+def _progress_factory() -> tuple[Progress, Callable[[int], Callable[[int], None]]]:
+    """A progress bar on stderr (a terminal): rich is imported only for it and the metrics
+    table, after the replay's start-up."""
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -365,7 +367,7 @@ def _progress_factory(console: Console) -> tuple[Progress, Callable[[int], Calla
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console,
+        console=Console(stderr=True),
         transient=True,
     )
 
@@ -403,22 +405,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    from rich.console import Console  # not for --help: rich takes a third of the start-up
-
+    # Imported after parsing: --help and a bad option never load the replay machinery.
     from cobaltlite.jobs.queues import load_queue_config
-    from cobaltlite.qsim.eet import eet_markdown, print_eet
-    from cobaltlite.qsim.eet_command import share_model
     from cobaltlite.qsim.metrics import metrics_markdown, print_comparison, print_metrics
     from cobaltlite.qsim.replay import ReplaySettings, replay
     from cobaltlite.scheduler.slack import SlackSettings
 
-    err = Console(stderr=True, soft_wrap=True)
     names = [name.strip() for name in args.policy.split(",") if name.strip()]
     if not names:
         parser.error("--policy needs at least one policy name")
     problem = _check_paths(args.trace, args.out, several=len(names) > 1)
     if problem:
-        err.print(f"qsim: error: {problem}", markup=False, highlight=False)
+        _say(f"qsim: error: {problem}")
         return 1
     if args.slack_param and args.backfill != Backfill.SLACK:
         parser.error("--slack-param applies only with --backfill slack")
@@ -428,7 +426,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports = []
     try:
         tuning = _tuning(args.tuning)
-        eet_model = share_model(args.eet_shares) if args.eet or args.eet_shares else None
+        eet_model = None
+        if args.eet or args.eet_shares:
+            from cobaltlite.qsim.eet_command import share_model
+
+            eet_model = share_model(args.eet_shares)
         policies = [_policy(name, args) for name in names]
         queue_config = None if args.queues is None else load_queue_config(args.queues)
         queue_policies = {q["policy"]: _policy(q["policy"], args)
@@ -453,21 +455,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 reservations=args.reservations, queue_places=dict(args.queue_places),
             )
             began = time.perf_counter()
-            if args.quiet or not err.is_terminal:
+            if args.quiet or not sys.stderr.isatty():
                 report = replay(settings)
             else:
-                progress, factory = _progress_factory(err)
+                progress, factory = _progress_factory()
                 with progress:
                     report = replay(settings, factory)
             reports.append((report, time.perf_counter() - began))
     except CobaltliteError as exc:
-        err.print(f"qsim: error: {exc}", markup=False, highlight=False)
+        _say(f"qsim: error: {exc}")
         return 1
     first = reports[0][0]
     for label, items in (("trace lines skipped", first.trace_skipped),
                          ("jobs that fit nowhere", first.result.skipped)):
         if items:
-            err.print(f"qsim: {len(items)} {label}; first: {items[0]}", markup=False)
+            _say(f"qsim: {len(items)} {label}; first: {items[0]}")
     named = [(r.settings.policy.name, r.metrics) for r, _ in reports]
     title = (f"{args.trace.name} on {args.machine}, {args.backfill} backfilling, W={args.window}"
              + (f", tuning {tuning.name}" if tuning else ""))
@@ -478,6 +480,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print_metrics(first.metrics, title=f"{title}, {first.settings.policy.name}")
     if eet_model is not None:
+        from cobaltlite.qsim.eet import eet_markdown, print_eet
+
         eet_named = [(r.settings.policy.name, r.metrics["eet"]) for r, _ in reports]
         if args.markdown:
             print("\n" + eet_markdown(eet_named))
@@ -486,16 +490,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.quiet:
         for report, elapsed in reports:
             jobs = len(report.result.outcomes)
-            err.print(f"qsim: {report.settings.policy.name}: {jobs} jobs in {elapsed:.2f} s "
-                      f"({jobs / max(elapsed, 1e-9):,.0f} jobs/s)", markup=False, highlight=False)
+            _say(f"qsim: {report.settings.policy.name}: {jobs} jobs in {elapsed:.2f} s "
+                 f"({jobs / max(elapsed, 1e-9):,.0f} jobs/s)")
     empty = [report.settings.policy.name for report, _ in reports if not report.result.outcomes]
     if empty:
         # A window after the trace's end, or every job too big: metrics of nothing mean nothing.
-        err.print(f"qsim: warning: no job was replayed ({', '.join(empty)}); check --start/--end "
-                  "against the trace's dates and --machine against the jobs' sizes",
-                  markup=False, highlight=False)
+        _say(f"qsim: warning: no job was replayed ({', '.join(empty)}); check --start/--end "
+             "against the trace's dates and --machine against the jobs' sizes")
         return 1
     return 0
+
+
+def _say(message: str) -> None:
+    """A line on stderr (errors, warnings, the timing line)."""
+    print(message, file=sys.stderr)
 
 
 def _check_paths(trace: Path, out: Path | None, several: bool) -> str | None:
