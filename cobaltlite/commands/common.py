@@ -393,6 +393,13 @@ class SystemControlClient(UserSocketClient):
     def agents(self) -> list[Row]:
         return list(self._call("agents"))
 
+    def set_queue_layout(self, yaml_text: str, dry_run: bool = False) -> dict[str, Any]:
+        return dict(self._call("set_queue_layout", yaml_text, dry_run))
+
+    def queue_layout(self) -> str | None:
+        layout = self._call("queue_layout")
+        return None if layout is None else str(layout)
+
 
 class MetricsClient(UserSocketClient):
     """The metrics monitor's read-only user API (cqmetrics; metrics_monitor.monitor)."""

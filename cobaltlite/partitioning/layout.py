@@ -17,8 +17,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cobaltlite.errors import InputError
 from cobaltlite.traces.model import TraceJob
 
@@ -168,15 +166,26 @@ def layout_yaml(layout: QueueLayout, machine_nodes: int) -> str:
          **({"split_from": q.parent} if q.parent else {}),
          "jobs": [_job_class_yaml(c) for c in q.classes]}
         for q in layout.queues]
+    import yaml  # here and in parse_layout: Qsim imports this module, and yaml costs its start-up
+
     return yaml.safe_dump(doc, sort_keys=False)
 
 
 def read_layout(path: Path) -> tuple[QueueLayout, int]:
     """A layout file and its machine size; errors name the file and the key."""
     try:
-        doc = yaml.safe_load(path.read_text())
+        text = path.read_text()
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_layout(text, str(path))
+
+
+def parse_layout(text: str, path: str) -> tuple[QueueLayout, int]:
+    """A layout given as YAML text (from `path`, which errors name with the key)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not YAML: {exc}") from None
     if not isinstance(doc, dict):
@@ -192,7 +201,7 @@ def read_layout(path: Path) -> tuple[QueueLayout, int]:
         raise InputError(f"{path}: queues: give a list of queues")
     queues = [_queue(item, f"{path}: queues[{i}]") for i, item in enumerate(raw)]
     layout = QueueLayout(tuple(queues), pool, None if tau is None else float(tau))
-    layout.check(machine_nodes, str(path))
+    layout.check(machine_nodes, path)
     return layout, machine_nodes
 
 

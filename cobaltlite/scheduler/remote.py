@@ -15,6 +15,7 @@ from typing import Any
 from cobaltlite.clock import Clock
 from cobaltlite.machine.bgp import BGPMachine
 from cobaltlite.machine.model import Machine, PlaceSet
+from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.machine.runtime import build_machine, set_out_of_service
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, builtin_policy
@@ -31,7 +32,8 @@ class RemoteJob:
     wall_time: float
     score: float
     threshold: float
-    # Read only when the scheduler ranks by the balanced priority itself (balance_factor set).
+    # Read only when the scheduler ranks by the balanced priority itself (balance_factor set)
+    # or for the common pool's priority factor (a queue layout with a pool).
     queued_time: float = 0.0
     user_name: str = ""
     project: str = ""
@@ -54,6 +56,8 @@ class RemoteSite:
         self._forecast_version = -1  # none received yet
         self._place_map: dict[str, Any] = {"queues": {}, "open": None}
         self._queues: set[str] = set()  # of this pass's jobs
+        self._partitions: QueuePartitions | None = None
+        self._partitions_wire: dict[str, Any] | None = None
         self._unscheduled: set[str] = set()
         self._inactive: set[str] = set()
         self.balance_factor: float | None = None
@@ -66,6 +70,10 @@ class RemoteSite:
         self._sync_failures(state["failed"], state["forecast"])
         self._sync_admin(state["unscheduled"], state["inactive"])
         self._place_map = state["queue_places"]
+        wire = state.get("queue_partitions")
+        if wire != self._partitions_wire:
+            self._partitions_wire = wire
+            self._partitions = None if wire is None else QueuePartitions.from_wire(wire)
         current = {a["jobid"]: a for a in state["allocations"]}
         for jobid in [j for j in self._held if j not in current]:
             self._machine.release(jobid)
@@ -94,6 +102,10 @@ class RemoteSite:
             if allowed is not None:
                 places[queue] = allowed
         return places
+
+    def queue_partitions(self) -> QueuePartitions | None:
+        """The system's queue layout as partitions, sent with the machine state."""
+        return self._partitions
 
     def _sync_admin(self, unscheduled: list[str], inactive: list[str]) -> None:
         """Places an admin disabled, deleted or deactivated get no job in the replica either."""
@@ -130,16 +142,23 @@ class RemoteSite:
                 in self.queue_manager.schedulable_jobs()]
         self._queues = {job.queue for job in jobs}
         self._walltime = {j.jobid: j.wall_time for j in jobs}
+        pool = self._partitions is not None and self._partitions.tau_pf is not None \
+            and bool(self._partitions.pool)
+        if jobs and (pool or self.balance_factor is not None):
+            self._set_queued_times(jobs)  # the pool's priority factor or the balanced priority
         if self.balance_factor is not None and jobs:
             self._rank_balanced(jobs, self.balance_factor)
         return jobs
 
-    def _rank_balanced(self, jobs: list[RemoteJob], bf: float) -> None:
-        """Score `jobs` with seed 000's balanced priority (eqs. 1-3) and `bf` (bare scores)."""
+    def _set_queued_times(self, jobs: list[RemoteJob]) -> None:
         now = self.clock.now()
         submitted = {j["jobid"]: j["submittime"] for j in self.queue_manager.jobs()}
         for job in jobs:
             job.queued_time = now - submitted.get(job.jobid, now)
+
+    def _rank_balanced(self, jobs: list[RemoteJob], bf: float) -> None:
+        """Score `jobs` with seed 000's balanced priority (eqs. 1-3) and `bf` (bare scores)."""
+        now = self.clock.now()
         if self._balanced is None or self._balanced.options.get("balance_factor") != bf:
             self._balanced = with_balance_factor(builtin_policy("balanced"), bf)
         inputs = PassInputs(now, self._machine.total_nodes, self._machine.min_block_size)

@@ -114,6 +114,21 @@ class SystemControlAPI:
             raise ValueError("force must be true or false")
         return self._service.administer(action, _components(places), queues, force, by)
 
+    def set_queue_layout(self, yaml_text: str, dry_run: bool = False) -> dict[str, Any]:
+        """Check a queue layout (YAML, docs/hybrid-queues.md) and, unless `dry_run`, activate
+        it from the scheduler's next pass (admin only; a dry run for anyone). Blank removes
+        the layout. Returns each queue's nodes, the pool and the rest as node ranges."""
+        if not isinstance(yaml_text, str):
+            raise ValueError("give the queue layout as YAML text")
+        if not isinstance(dry_run, bool):
+            raise ValueError("dry_run must be true or false")
+        by = "dry run" if dry_run else self._require_admin("setting the queue layout")
+        return self._service.set_queue_layout(yaml_text, dry_run, by)
+
+    def queue_layout(self) -> str | None:
+        """The active queue layout's YAML, or None."""
+        return self._service.queue_layout()
+
     def set_forecast(self, entries: list[list[Any]]) -> int:
         """Replace the failure forecast with `entries` ([component, P_f] or [component, P_f,
         from, until], times in Unix seconds or ISO 8601); returns how many are active."""
