@@ -213,6 +213,15 @@ def format_vertical(header: Sequence[str], rows: Sequence[Sequence[str]]) -> lis
     return lines
 
 
+def read_input(path: Path, what: str) -> str:
+    """A file the command line names, as text; CommandError `<what>: <why>` if it cannot be
+    read (missing, unreadable, not text)."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandError(f"{what}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
 def print_lines(lines: Sequence[str]) -> None:
     if lines:
         sys.stdout.write("\n".join(lines) + "\n")

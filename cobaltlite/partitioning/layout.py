@@ -175,13 +175,15 @@ def read_layout(path: Path) -> tuple[QueueLayout, int]:
     """A layout file and its machine size; errors name the file and the key."""
     try:
         text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"
+                         ) from None
     return parse_layout(text, str(path))
 
 
 def parse_layout(text: str, path: str) -> tuple[QueueLayout, int]:
-    """A layout given as YAML text (from `path`, which errors name with the key)."""
+    """A layout's YAML text and its machine size; errors name `path` (where the text came
+    from) and the key, or the line of a YAML syntax error."""
     import yaml
 
     try:

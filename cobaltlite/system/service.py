@@ -76,14 +76,13 @@ from Pyro5.errors import CommunicationError
 from cobaltlite.clock import Clock
 from cobaltlite.errors import InputError, MachineError
 from cobaltlite.machine.description import BGPDescription, FlatDescription
-from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.machine.runtime import build_machine
-from cobaltlite.partitioning.layout import parse_layout
 from cobaltlite.system import procfs
 from cobaltlite.system.admin import CHECKED_WITH_QUEUES, PlaceKeeper
 from cobaltlite.system.agents import NodeAgents, describe
 from cobaltlite.system.files import write_json
 from cobaltlite.system.forecast import ForecastKeeper
+from cobaltlite.system.layout_store import LayoutKeeper
 from cobaltlite.system.runner import start_runner
 
 log = structlog.get_logger("system")
@@ -151,9 +150,7 @@ class SystemService:
         self._fail_again()
         self._waiting_jobs = waiting_jobs
         self.places = PlaceKeeper(self.machine, self.dir / "places-admin")
-        # The queue layout (seed 002), in memory: its YAML as given and its partitions.
-        self._layout_text: str | None = None
-        self._partitions: QueuePartitions | None = None
+        self.layout = LayoutKeeper(self.machine, self.dir)
 
     # ---- what others ask ----------------------------------------------------------------
 
@@ -181,8 +178,7 @@ class SystemService:
                     "unscheduled": sorted(self.places.state.deleted | self.places.state.disabled),
                     "inactive": sorted(self.places.state.inactive),
                     "queue_places": self.places.place_map,
-                    "queue_partitions": (None if self._partitions is None
-                                         else self._partitions.to_wire())}
+                    "queue_partitions": self.layout.wire}
 
     def partitions(self) -> list[dict[str, Any]]:
         """The machine's block states, each held place shown in its job's phase, with the
@@ -331,38 +327,31 @@ class SystemService:
                         force=force, by=by)
             return state.to_json()
 
-    # ---- the queue layout (seed 002; docs/hybrid-queues.md) -------------------------------
+    # ---- the queue layout (partadm --layout; seed 002, docs/hybrid-queues.md) ---------------
 
     def set_queue_layout(self, text: str, dry_run: bool, by: str) -> dict[str, Any]:
-        """Check a queue layout's YAML by read_layout's rules on this machine and, unless
-        `dry_run`, make it the active one: the scheduler places by it from its next pass
-        (running jobs keep their nodes). Blank text removes the layout. Returns the
-        partitions as node ranges (`QueuePartitions.listing`, empty without a layout);
+        """Check a queue layout's YAML on this machine (laid_out) and, unless `dry_run`, make
+        it the active one, kept across restarts (LayoutKeeper): the scheduler places by it from
+        its next pass (running jobs keep their nodes). Blank text removes the layout. Returns
+        the partitions as node ranges (`QueuePartitions.listing`, empty without a layout);
         ValueError saying what is wrong, and nothing changes."""
-        partitions = None
-        if text.strip():
+        with self._lock:
             try:
-                layout, nodes = parse_layout(text, "queue layout")
-                if nodes != self.machine.total_nodes:
-                    raise InputError(f"queue layout: machine_nodes is {nodes}; {self.machine.name} "
-                                     f"has {self.machine.total_nodes} nodes")
-                partitions = QueuePartitions.from_layout(layout, self.machine)
+                partitions = (self.layout.check(text) if dry_run else self.layout.change(text))
             except InputError as exc:
                 raise ValueError(f"nothing changed: {exc}") from None
-        if not dry_run:
-            with self._lock:
-                self._layout_text = text if partitions is not None else None
-                self._partitions = partitions
-            log.warning("queue layout set", by=by, queues=sorted(partitions.own)
-                        if partitions is not None else None)
-        return {} if partitions is None else partitions.listing(self.machine.total_nodes)
+            except OSError as exc:
+                raise ValueError(f"nothing changed: the layout cannot be recorded: {exc}"
+                                 ) from None
+            if not dry_run:
+                log.warning("queue layout set", by=by, queues=sorted(partitions.own)
+                            if partitions is not None else None)
+            return {} if partitions is None else partitions.listing(self.machine.total_nodes)
 
     def queue_layout(self) -> str | None:
         """The active queue layout's YAML as it was given, or None."""
-        return self._layout_text
-
-    def queue_partitions(self) -> QueuePartitions | None:
-        return self._partitions
+        with self._lock:
+            return self.layout.text
 
     # ---- the failure forecast ------------------------------------------------------------
 
