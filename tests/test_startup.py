@@ -47,7 +47,7 @@ def test_a_flat_replay_imports_no_daemon_yaml_or_optional_feature_code(tmp_path:
     assert "cobaltlite.qsim.engine" in loaded
     assert (tmp_path / "out" / "accounting.log").read_text().count(";") > 0
     unneeded = {m for m in loaded
-                if m.split(".")[0] in {"rich", "yaml", "Pyro5", "ssl", "zoneinfo"}
+                if m.split(".")[0] in {"rich", "yaml", "Pyro5", "ssl", "zoneinfo", "numpy", "scipy"}
                 or m.startswith(("cobaltlite.tuning", "cobaltlite.reservations.qsim_file",
                                  "cobaltlite.commands", "cobaltlite.rpc", "cobaltlite.qsim.eet",
                                  "cobaltlite.qsim.fairness", "cobaltlite.qsim.unfairness"))}
