@@ -9,7 +9,8 @@ The estimate is a forked replay (qsim/fork.py) with the real `Scheduler`: the ru
 jobs of `QueueManager.runnable_jobs`, scored by their queues' policies at each virtual pass; the
 running jobs hold their places until start + requested wall time; no new arrivals; every job runs
 for its requested time; reservations (setres) hold their places over their periods, as the
-scheduler sees them. Held jobs, and jobs of stopped queues, get none. Decisions in
+scheduler sees them; under a live queue layout the fork schedules by its partitions and pool,
+as the scheduler does (seed 002). Held jobs, and jobs of stopped queues, get none. Decisions in
 docs/architecture.md, "Estimated start times". With a reservation booked, the queue is estimated
 once more without the reservations, which gives what they cost (`QueueManager.reservation_cost`,
 reservations/cost.py; the metrics monitor samples it).
