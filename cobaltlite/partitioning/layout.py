@@ -99,10 +99,10 @@ class QueueLayout:
     pool: int = 0
     tau_pf: float | None = None
     """Priority factor above which a job may use the common pool (seed 002 §III)."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
     starvation_time: float = STARVATION_TIME
     """Seconds of wait after which a job starves, for queues that set none (seed 002 §III;
     D002-13: the pool then serves only the starving queues)."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def nodes(self) -> int:
@@ -219,7 +219,8 @@ def parse_layout(text: str, path: str) -> tuple[QueueLayout, int]:
     queues = [_queue(item, f"{path}: queues[{i}]") for i, item in enumerate(raw)]
     starvation = _seconds(doc.get("starvation_time", STARVATION_TIME),
                           f"{path}: starvation_time")
-    layout = QueueLayout(tuple(queues), pool, None if tau is None else float(tau), starvation)
+    layout = QueueLayout(tuple(queues), pool, None if tau is None else float(tau),
+                         starvation_time=starvation)
     layout.check(machine_nodes, path)
     return layout, machine_nodes
 
