@@ -5,13 +5,14 @@ for its requested time the estimate is the start, in Qsim and with the live daem
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from live import Instance, ok, until
+from test_layout_live import LAYOUT
 from test_live_jobs import script
+from test_start_estimates import _estimate
 
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.partitions import QueuePartitions
@@ -102,19 +103,6 @@ def test_a_fork_without_the_partitions_would_start_a_partitions_job_on_idle_node
 # ---- live ----------------------------------------------------------------------------------
 
 
-LIVE_LAYOUT = """\
-machine_nodes: 8
-common_pool: 0
-queues:
-  - name: small
-    nodes: 2
-    jobs: [{nodes: [1, 2], time: [0, 3600]}]
-  - name: big
-    nodes: 4
-    jobs: [{nodes: [3, 4]}]
-"""
-
-
 @pytest.fixture
 def flat() -> Iterator[Instance]:
     running = Instance(machine="flat:8").start_retrying()
@@ -122,16 +110,11 @@ def flat() -> Iterator[Instance]:
     running.stop()
 
 
-def _estimate(instance: Instance, jobid: int) -> float | None:
-    shown = instance.long_listing(jobid)["Est_Start_Time"]
-    return None if shown == "-" else datetime.strptime(shown, "%Y-%m-%d %H:%M:%S").timestamp()
-
-
 def test_live_estimates_under_a_layout_equal_the_starts(flat: Instance) -> None:
     """small's jobs wait for nodes 0-1 though six nodes are idle: their estimates say so, and
     the starts follow them (jobs outliving their wall time are ended at it)."""
     path = flat.jobs_dir / "layout.yaml"
-    path.write_text(LIVE_LAYOUT)
+    path.write_text(LAYOUT)
     path.chmod(0o644)
     ok(flat.command("partadm", "--layout", str(path)))
     sleeper = script(flat.jobs_dir, "outlive.sh", "sleep 60")
