@@ -76,10 +76,10 @@ class PartitionedQueue:
     nodes: int
     priority: float = 1.0
     parent: str | None = None
-    starvation_time: float | None = None
-    """Seconds of wait after which a job of this queue starves (None: the layout's)."""
     """The queue whose split made this one: two queues with the same parent are siblings and
     may not be merged again (seed 002 §II-B)."""
+    starvation_time: float | None = None
+    """Seconds of wait after which a job of this queue starves (None: the layout's)."""
 
     def holds(self, job: TraceJob) -> bool:
         return any(c.holds(job) for c in self.classes)
