@@ -110,3 +110,15 @@ def test_qsim_reports_the_rule_per_queue_and_for_the_pool(tmp_path: Path) -> Non
     assert by_queue["starvation_time"] is None  # the queues' differ
     # Job 4 starved over [110, 150): the pool was kept for queue a that long.
     assert by_queue["pool"]["starvation_rule_seconds"] == 40
+
+
+def test_resizing_a_layout_keeps_its_starvation_times() -> None:
+    """The configurators resize partitions (NLP's sizes, the hybrid carving's pool): the
+    layout's and each queue's starvation time go with the layout they write."""
+    from cobaltlite.partitioning.configure import sized
+
+    layout, _ = parse_layout(LAYOUT, "layout.yaml")
+    resized = sized(layout, [3, 3])
+    assert [q.nodes for q in resized.queues] == [3, 3]
+    assert resized.starvation_time == 100
+    assert [resized.starvation(q) for q in resized.queues] == [100, 1000]
