@@ -18,8 +18,6 @@ from math import inf
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cobaltlite.errors import InputError
 from cobaltlite.traces.model import TraceJob
 
@@ -185,6 +183,8 @@ def layout_yaml(layout: QueueLayout, machine_nodes: int) -> str:
          **({"starvation_time": q.starvation_time} if q.starvation_time is not None else {}),
          "jobs": [_job_class_yaml(c) for c in q.classes]}
         for q in layout.queues]
+    import yaml  # here and in parse_layout: Qsim imports this module, and yaml costs its start-up
+
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -201,6 +201,8 @@ def read_layout(path: Path) -> tuple[QueueLayout, int]:
 def parse_layout(text: str, path: str) -> tuple[QueueLayout, int]:
     """A layout's YAML text and its machine size; errors name `path` (where the text came
     from) and the key, or the line of a YAML syntax error."""
+    import yaml
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -52,10 +52,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from itertools import permutations
 from operator import attrgetter
 
+from cobaltlite.choices import MAX_WINDOW, Backfill
 from cobaltlite.clock import Clock
 from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
@@ -64,13 +64,6 @@ from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, Sy
 from cobaltlite.scheduler.partitioned import PartitionedPass
 from cobaltlite.scheduler.plan import NEVER, KeptPlan
 from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings
-
-
-class Backfill(StrEnum):
-    EASY = "easy"
-    CONSERVATIVE = "conservative"
-    NONE = "none"
-    SLACK = "slack"
 
 
 @dataclass(slots=True)
@@ -83,10 +76,6 @@ class PassReport:
     reserved: list[tuple[int, str, float]] = field(default_factory=list)
     unplaceable: list[int] = field(default_factory=list)
 
-
-MAX_WINDOW = 6
-"""The largest allocation window: W! orders are tried per pass (720 at W = 6); the paper's study
-stops at W = 5."""
 
 _by_jobid = attrgetter("jobid")
 _by_score = attrgetter("score")
