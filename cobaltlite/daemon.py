@@ -213,7 +213,8 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
             estimates.estimate_starts(str(scheduler.backfill), scheduler.window,
                                       site.failed_components(),
                                       {queue: sorted(places)
-                                       for queue, places in site.place_sets().items()})
+                                       for queue, places in site.place_sets().items()},
+                                      site.partitions_wire())
         except Exception as exc:  # the queue manager down: the next pass asks again
             log.warning("start estimates not requested", error=str(exc))
 

@@ -288,8 +288,9 @@ def test_qsim_queue_layout_writes_per_queue_figures(tmp_path: Path) -> None:
     # passes 0.5 after 50 s, so the next pass, at 60 (job 3's end), starts it on the pool.
     assert (small["jobs"], small["jobs_on_pool"], small["max_wait"]) == (2, 1, 60)
     assert (big["jobs"], big["partition_nodes"], big["mean_wait"]) == (1, 4, 0)
-    assert by_queue["pool"] == {"nodes": 2, "utilization": 200 / (2 * 160)}
-    assert by_queue["starvation_time"] == 86400
+    assert by_queue["pool"] == {"nodes": 2, "utilization": 200 / (2 * 160),
+                                "starvation_rule_seconds": 0.0}
+    assert by_queue["starvation_time"] == small["starvation_time"] == 86400
 
 
 def test_qsim_queue_layout_refuses_an_unrouted_job_and_writes_nothing(tmp_path: Path) -> None:

@@ -14,14 +14,14 @@ Blue Gene/P layouts are not supported (a partition there would be a set of block
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cobaltlite.errors import InputError
 from cobaltlite.machine.bits import iter_bits, mask_to_ranges, ranges_to_mask
 from cobaltlite.machine.description import FlatDescription
 from cobaltlite.machine.model import Machine, PlaceSet
-from cobaltlite.partitioning.layout import QueueLayout
+from cobaltlite.partitioning.layout import STARVATION_TIME, QueueLayout
 
 
 def node_range(first: int, count: int) -> PlaceSet:
@@ -37,6 +37,8 @@ class QueuePartitions:
     pool: PlaceSet                 # the common pool's places (empty: none)
     tau_pf: float | None           # a job whose priority factor exceeds it may use the pool
     priority: Mapping[str, float]  # queue -> queue priority (the pf's factor)
+    starvation: Mapping[str, float] = field(default_factory=dict)
+    """queue -> seconds of wait after which its jobs starve (missing: STARVATION_TIME)."""
 
     @classmethod
     def from_layout(cls, layout: QueueLayout, machine: Machine) -> QueuePartitions:
@@ -52,9 +54,14 @@ class QueuePartitions:
             own[q.name] = node_range(first, q.nodes)
             first += q.nodes
         partitions = cls(own, node_range(first, layout.pool), layout.tau_pf,
-                         {q.name: q.priority for q in layout.queues})
+                         {q.name: q.priority for q in layout.queues},
+                         {q.name: layout.starvation(q) for q in layout.queues})
         partitions.check(machine)
         return partitions
+
+    def starvation_time(self, queue: str) -> float:
+        """Seconds of wait after which a job of `queue` (a layout queue) starves."""
+        return self.starvation.get(queue, STARVATION_TIME)
 
     def could_hold(self, queue: str, nodes: int) -> bool:
         """Whether a job of `nodes` nodes of `queue` (a layout queue) could ever run: in its
@@ -84,7 +91,8 @@ class QueuePartitions:
     def to_wire(self) -> dict[str, Any]:
         """Plain data for Pyro5, with node ranges as `0-15,32` (what users read too)."""
         return {"own": {q: _ranges(p) for q, p in self.own.items()}, "pool": _ranges(self.pool),
-                "tau_pf": self.tau_pf, "priority": dict(self.priority)}
+                "tau_pf": self.tau_pf, "priority": dict(self.priority),
+                "starvation": dict(self.starvation)}
 
     def listing(self, machine_nodes: int) -> dict[str, Any]:
         """What an admin reads: each queue's nodes, the pool, and the rest (no partition's:
@@ -98,7 +106,7 @@ class QueuePartitions:
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> QueuePartitions:
         return cls({q: _names(p) for q, p in data["own"].items()}, _names(data["pool"]),
-                   data["tau_pf"], dict(data["priority"]))
+                   data["tau_pf"], dict(data["priority"]), dict(data.get("starvation", {})))
 
 
 def _node_order(name: str) -> tuple[int, str]:

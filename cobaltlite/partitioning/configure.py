@@ -13,11 +13,11 @@ layout `qsim configure-queues` writes for the previous month.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cobaltlite.errors import InputError
 from cobaltlite.partitioning.evaluate import Evaluation, PartitionEvaluator
-from cobaltlite.partitioning.layout import PartitionedQueue, QueueLayout
+from cobaltlite.partitioning.layout import QueueLayout
 from cobaltlite.partitioning.proportional import (
     admits_limits,
     cpu_hours,
@@ -67,7 +67,7 @@ class ConfigureSettings:
 
 def sized(layout: QueueLayout, sizes: Sequence[int]) -> QueueLayout:
     """`layout` with its queues' partitions set to `sizes`, in queue order."""
-    return layout.with_queues(PartitionedQueue(q.name, q.classes, n, q.priority, q.parent)
+    return layout.with_queues(replace(q, nodes=n)
                               for q, n in zip(layout.queues, sizes, strict=True))
 
 
@@ -96,7 +96,7 @@ def configure_layout(jobs: Sequence[TraceJob], layout: QueueLayout, total: int,
                            epoch_weights=settings.epoch_weights, tolerance=settings.tolerance,
                            workers=settings.workers, admitted=admitted)
         layout = sized(layout, result.sizes)
-    partitioned = QueueLayout(layout.queues, 0, layout.tau_pf, layout.extra)
+    partitioned = replace(layout, pool=0)
     evaluator = PartitionEvaluator(jobs, total, settings.workers)
     if settings.method in ("dqr", "hybrid"):
         from cobaltlite.partitioning.reshape import reshape

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cobaltlite.errors import InputError
 from cobaltlite.partitioning.evaluate import Evaluation, replay_whole
-from cobaltlite.partitioning.layout import PartitionedQueue, QueueLayout
+from cobaltlite.partitioning.layout import QueueLayout
 from cobaltlite.partitioning.proportional import smallest_partition
 from cobaltlite.traces.model import TraceJob
 
@@ -60,7 +60,7 @@ def carve_pool(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
         raise InputError(f"the hybrid carving starts from a partitioned layout; this one "
                          f"already has a common pool of {layout.pool} nodes")
     tau = layout.tau_pf if layout.tau_pf is not None else default_tau_pf(layout)
-    current = QueueLayout(layout.queues, 0, tau, layout.extra)
+    current = replace(layout, pool=0, tau_pf=tau)
     routed, _ = current.route(jobs)
     largest = {q.name: smallest_partition(q, routed[q.name], admitted) for q in layout.queues}
     start = replay_whole(jobs, current, total)
@@ -95,6 +95,5 @@ def carve_pool(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
 
 
 def _moved(layout: QueueLayout, name: str, chunk: int) -> QueueLayout:
-    queues = [PartitionedQueue(q.name, q.classes, q.nodes - chunk if q.name == name else q.nodes,
-                               q.priority, q.parent) for q in layout.queues]
-    return QueueLayout(tuple(queues), layout.pool + chunk, layout.tau_pf, layout.extra)
+    queues = [replace(q, nodes=q.nodes - chunk) if q.name == name else q for q in layout.queues]
+    return replace(layout, queues=tuple(queues), pool=layout.pool + chunk)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from math import inf
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,9 @@ from cobaltlite.traces.model import TraceJob
 
 NO_TIME_LIMIT = 2**31 - 1
 """The upper end of a class's time range when its queue sets no limit (seconds)."""
+STARVATION_TIME = 24 * 3600.0
+"""Seconds of wait after which a job starves unless the layout says (seed 002 §III: the Cray's
+24 hours)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,8 @@ class PartitionedQueue:
     parent: str | None = None
     """The queue whose split made this one: two queues with the same parent are siblings and
     may not be merged again (seed 002 §II-B)."""
+    starvation_time: float | None = None
+    """Seconds of wait after which a job of this queue starves (None: the layout's)."""
 
     def holds(self, job: TraceJob) -> bool:
         return any(c.holds(job) for c in self.classes)
@@ -92,10 +98,18 @@ class QueueLayout:
     tau_pf: float | None = None
     """Priority factor above which a job may use the common pool (seed 002 §III)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    starvation_time: float = STARVATION_TIME
+    """Seconds of wait after which a job starves, for queues that set none (seed 002 §III;
+    D002-13: the pool then serves only the starving queues)."""
 
     @property
     def nodes(self) -> int:
         return sum(q.nodes for q in self.queues) + self.pool
+
+    def starvation(self, queue: PartitionedQueue) -> float:
+        """The queue's starvation time, its own or the layout's."""
+        own = queue.starvation_time
+        return self.starvation_time if own is None else own
 
     def queue(self, name: str) -> PartitionedQueue:
         for q in self.queues:
@@ -160,10 +174,13 @@ def layout_yaml(layout: QueueLayout, machine_nodes: int) -> str:
     doc: dict[str, Any] = {"machine_nodes": machine_nodes, "common_pool": layout.pool}
     if layout.tau_pf is not None:
         doc["tau_pf"] = layout.tau_pf
+    if layout.starvation_time != STARVATION_TIME:
+        doc["starvation_time"] = layout.starvation_time
     doc.update(layout.extra)
     doc["queues"] = [
         {"name": q.name, "nodes": q.nodes, "priority": q.priority,
          **({"split_from": q.parent} if q.parent else {}),
+         **({"starvation_time": q.starvation_time} if q.starvation_time is not None else {}),
          "jobs": [_job_class_yaml(c) for c in q.classes]}
         for q in layout.queues]
     import yaml  # here and in parse_layout: Qsim imports this module, and yaml costs its start-up
@@ -202,7 +219,10 @@ def parse_layout(text: str, path: str) -> tuple[QueueLayout, int]:
     if not isinstance(raw, list) or not raw:
         raise InputError(f"{path}: queues: give a list of queues")
     queues = [_queue(item, f"{path}: queues[{i}]") for i, item in enumerate(raw)]
-    layout = QueueLayout(tuple(queues), pool, None if tau is None else float(tau))
+    starvation = _seconds(doc.get("starvation_time", STARVATION_TIME),
+                          f"{path}: starvation_time")
+    layout = QueueLayout(tuple(queues), pool, None if tau is None else float(tau),
+                         starvation_time=starvation)
     layout.check(machine_nodes, path)
     return layout, machine_nodes
 
@@ -224,7 +244,15 @@ def _queue(item: Any, where: str) -> PartitionedQueue:
     return PartitionedQueue(
         name=name, nodes=_whole(item.get("nodes"), f"{where}: nodes", minimum=1),
         classes=tuple(_job_class(c, f"{where}: jobs[{i}]") for i, c in enumerate(jobs)),
-        priority=float(priority), parent=str(parent) if parent is not None else None)
+        priority=float(priority), parent=str(parent) if parent is not None else None,
+        starvation_time=None if item.get("starvation_time") is None
+        else _seconds(item["starvation_time"], f"{where}: starvation_time"))
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < inf:
+        raise InputError(f"{where}: {value!r}: give a number of seconds, 0 or more")
+    return float(value)
 
 
 def _job_class(item: Any, where: str) -> JobClass:

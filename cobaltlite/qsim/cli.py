@@ -281,7 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--queue-layout", type=Path, metavar="FILE",
         help="queue partitions and a common pool (seed 002): each job goes to the layout queue "
              "whose job classes take it and runs on its partition, or on the pool once its "
-             "priority factor exceeds tau_pf; per-queue figures in summary.json (by_queue); "
+             "priority factor exceeds tau_pf (while a queue has a job waiting past its "
+             "starvation_time, only that queue's); per-queue figures in summary.json (by_queue); "
              "a job no queue takes stops the replay (docs/hybrid-queues.md)",
     )
     seed002 = parser.add_argument_group(

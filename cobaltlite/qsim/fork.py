@@ -21,6 +21,7 @@ from typing import Any
 from cobaltlite.jobs import lifecycle
 from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine, PlaceSet
+from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.policy.utility import (
     JOB_INPUTS,
     PassInputs,
@@ -293,6 +294,7 @@ def estimate_start_times(
     queue_places: Mapping[str, PlaceSet] | None = None,
     reservations: Sequence[Reservation] = (),
     prune: bool = True,
+    partitions: QueuePartitions | None = None,
 ) -> dict[int, float]:
     """{jobid: estimated start} for the `queued` jobs that can start: a fork from `now` in
     which each running job ends at its start plus its requested `wall_time` (at `now` if that
@@ -304,12 +306,17 @@ def estimate_start_times(
     `policy`. `queue_places` maps queues to the places their jobs may use (partadm --queue);
     `reservations` (setres) are held over their periods as in Qsim. A job missing from the
     answer never starts in the fork (no place can hold it). `prune=False`: every pass sees the
-    whole queue, scored (the same answer, slower; tests compare the two).
+    whole queue, scored (the same answer, slower; tests compare the two). `partitions`: the
+    live queue layout's (seed 002; the system's `queue_partitions`): the fork schedules region
+    by region as the scheduler does, each job by its own queue's name (no routing by class).
     """
     fork = ForkedReplay([], machine, policy, backfill, queue_config=queue_config,
                         policies=policies, window=window, reservations=reservations)
-    # The pruning's argument knows nothing of reservations: with one, every pass sees all.
-    prune = prune and not reservations
+    fork.partitions = partitions
+    # The pruning's argument knows nothing of reservations, nor of regions (a job that fits
+    # the idle nodes may not fit its region's; each region has a top job of its own): with
+    # either, every pass sees all.
+    prune = prune and not reservations and partitions is None
     fork.fixed_order = prune and rank_is_fixed(policy, backfill, window, queue_config, policies)
     in_one_go = prune and scores_in_one_go(policy, backfill, window, queue_config, policies)
     fork.queue_places = dict(queue_places or {})

@@ -252,12 +252,14 @@ class ComponentAPI:
 
     @Pyro5.api.oneway
     def estimate_starts(self, backfill: str, window: int, failed: list[str],
-                        places: dict[str, list[str]]) -> None:
+                        places: dict[str, list[str]],
+                        partitions: dict[str, Any] | None = None) -> None:
         """After a scheduling pass: estimate the queued jobs' start times again, in the
         background (queue_manager/estimates.py), for the pass's settings, components out of
-        service and queue -> places mappings."""
+        service, queue -> places mappings and queue layout (its partitions as the system sends
+        them; None: no layout)."""
         if self._estimator is not None:
-            self._estimator.request(backfill, window, failed, places)
+            self._estimator.request(backfill, window, failed, places, partitions)
 
     def ping(self) -> str:
         return "queue-manager"

@@ -9,7 +9,8 @@ The estimate is a forked replay (qsim/fork.py) with the real `Scheduler`: the ru
 jobs of `QueueManager.runnable_jobs`, scored by their queues' policies at each virtual pass; the
 running jobs hold their places until start + requested wall time; no new arrivals; every job runs
 for its requested time; reservations (setres) hold their places over their periods, as the
-scheduler sees them. Held jobs, and jobs of stopped queues, get none. Decisions in
+scheduler sees them; under a live queue layout the fork schedules by its partitions and pool,
+as the scheduler does (seed 002). Held jobs, and jobs of stopped queues, get none. Decisions in
 docs/architecture.md, "Estimated start times". With a reservation booked, the queue is estimated
 once more without the reservations, which gives what they cost (`QueueManager.reservation_cost`,
 reservations/cost.py; the metrics monitor samples it).
@@ -23,6 +24,7 @@ import structlog
 
 from cobaltlite.jobs import states
 from cobaltlite.machine.model import Machine, PlaceSet
+from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.machine.runtime import build_machine, set_out_of_service
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.qsim.engine import SimJob
@@ -35,6 +37,9 @@ from cobaltlite.scheduler.scheduler import Backfill, check_window
 log = structlog.get_logger("start-estimates")
 
 _HOLDING = (states.STARTING, states.RUNNING, states.KILLING, states.EXITING)
+_Request = tuple[Backfill, int, list[str], dict[str, PlaceSet], QueuePartitions | None]
+"""What an estimate is asked for: backfilling, window, failed components, queue places and
+the queue layout's partitions."""
 _RUNNING_FIELDS = ("nodes", "walltime", "submittime", "user", "project", "queue", "starttime",
                    "location")
 
@@ -47,20 +52,27 @@ class StartEstimator:
         self._system = system
         self._machine: Machine | None = None
         self.last_error: str | None = None
-        self._worker: NewestOnly[tuple[Backfill, int, list[str], dict[str, PlaceSet]]] = \
-            NewestOnly("start estimates", self._estimate_and_keep)
+        self._worker: NewestOnly[_Request] = NewestOnly("start estimates",
+                                                        self._estimate_and_keep)
 
     def request(self, backfill: str, window: int, failed: list[str],
-                places: dict[str, list[str]]) -> None:
+                places: dict[str, list[str]], partitions: dict[str, Any] | None = None
+                ) -> None:
         """Estimate again (soon, in the estimator's thread) for a scheduler with these
-        settings, these components out of service and these queue -> places mappings.
+        settings, these components out of service, these queue -> places mappings and this
+        queue layout's partitions (`QueuePartitions.to_wire`; None: no layout).
         Raises ValueError on bad settings."""
+        try:
+            laid_out = None if partitions is None else QueuePartitions.from_wire(partitions)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"queue partitions: not as QueuePartitions.to_wire gives them: "
+                             f"{exc!r}") from None
         self._worker.submit((
             Backfill(backfill), check_window(window), [str(name) for name in failed],
-            {str(queue): frozenset(map(str, where)) for queue, where in places.items()}))
+            {str(queue): frozenset(map(str, where)) for queue, where in places.items()},
+            laid_out))
 
-    def _estimate_and_keep(self, request: tuple[Backfill, int, list[str], dict[str, PlaceSet]]
-                           ) -> None:
+    def _estimate_and_keep(self, request: _Request) -> None:
         try:
             self._manager.estimated_starts, self._manager.reservation_cost = \
                 self.estimate_with_cost(*request)
@@ -71,15 +83,19 @@ class StartEstimator:
             self.last_error = str(exc)
 
     def estimate(self, backfill: Backfill, window: int, failed: list[str],
-                 places: dict[str, PlaceSet]) -> dict[int, float]:
+                 places: dict[str, PlaceSet], partitions: QueuePartitions | None = None
+                 ) -> dict[int, float]:
         """{jobid: estimated start} for the runnable queued jobs, now."""
-        return self.estimate_with_cost(backfill, window, failed, places)[0]
+        return self.estimate_with_cost(backfill, window, failed, places, partitions)[0]
 
     def estimate_with_cost(self, backfill: Backfill, window: int, failed: list[str],
-                           places: dict[str, PlaceSet]
+                           places: dict[str, PlaceSet],
+                           partitions: QueuePartitions | None = None
                            ) -> tuple[dict[int, float], dict[str, float]]:
         """The estimates, and what the reservations cost now (reservations/cost.py): with a
-        reservation booked, the queue is estimated a second time without any."""
+        reservation booked, the queue is estimated a second time without any. With
+        `partitions` (the live queue layout's) the fork schedules by them, as the scheduler
+        does."""
         manager = self._manager
         now = manager.clock.now()
         by_policy, _adjusted, queue_rows = manager.runnable_jobs(now)
@@ -104,7 +120,8 @@ class StartEstimator:
         def estimate(jobs: list[SimJob], holding: list[Reservation]) -> dict[int, float]:
             return estimate_start_times(machine, now, running, jobs,
                                         policies[manager.default_policy], backfill, window,
-                                        queue_rows, policies, places, holding)
+                                        queue_rows, policies, places, holding,
+                                        partitions=partitions)
 
         starts = estimate(queued, reservations)
         if not reservations:

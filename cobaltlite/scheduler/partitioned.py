@@ -12,7 +12,9 @@ waiting in one partition never holds back another (EASY, conservative and none a
 Order of a pass: the partitions in the layout's order, then the rest, then the pool. A job of a
 layout queue that did not start in its partition goes to the pool's pass when its priority
 factor exceeds τ_pf (`priority_factor`); the pool's candidates are ranked as the pass ranked
-them. A job runs on its partition's nodes or on pool nodes, never on both (D002-9).
+them. A job runs on its partition's nodes or on pool nodes, never on both (D002-9). While a
+queue has a job waiting longer than its starvation time, the pool serves only such starving
+queues (`pool_candidates`, D002-13).
 """
 
 from __future__ import annotations
@@ -42,6 +44,22 @@ def priority_factor(job: SchedulableJob, priority: float) -> float:
     estimate and never exceeds its queue's maximum (the layout routes by it, a live queue's
     maxtime refuses more), so the slowdown is queued time / requested time (D002-8)."""
     return job.queued_time / max(job.wall_time, 1.0) * priority
+
+
+def pool_candidates(waiting: list[SchedulableJob], partitions: QueuePartitions
+                    ) -> list[SchedulableJob]:
+    """The jobs (of layout queues, in rank order, none started yet) the pool's pass sees: those
+    whose priority factor exceeds τ_pf; but while a queue has a job the pool could hold that
+    has waited longer than its queue's starvation time, only the jobs of such starving queues,
+    each that starves or passes τ_pf (seed 002 §III's starvation rule, D002-13)."""
+    priority, tau, starve_after = partitions.priority, partitions.tau_pf, partitions.starvation_time
+    assert tau is not None
+    starving = {job.jobid for job in waiting if job.queued_time > starve_after(job.queue)}
+    if not starving:
+        return [job for job in waiting if priority_factor(job, priority[job.queue]) > tau]
+    queues = {job.queue for job in waiting if job.jobid in starving}
+    return [job for job in waiting if job.queue in queues and (
+        job.jobid in starving or priority_factor(job, priority[job.queue]) > tau)]
 
 
 class Region:
@@ -210,15 +228,15 @@ class PartitionedPass:
         for region, group in groups.items():
             if group:
                 self._run_region(region, group, fixed_order, machine, now, report, windows)
-        tau, pool = partitions.tau_pf, layout.pool
-        if tau is None or not pool.mask & machine.free_mask():
+        pool = layout.pool
+        if partitions.tau_pf is None or not pool.mask & machine.free_mask():
             return
         started = {jobid for jobid, _ in report.started}
-        priority, largest = partitions.priority, pool.nodes
         # A job larger than the pool can never run there: it waits for its partition.
-        urgent = [job for job in jobs if job.size <= largest and job.queue in own
-                  and job.jobid not in started
-                  and priority_factor(job, priority[job.queue]) > tau]
+        largest = pool.nodes
+        waiting = [job for job in jobs if job.size <= largest and job.queue in own
+                   and job.jobid not in started]
+        urgent = pool_candidates(waiting, partitions)
         if urgent:
             self._run_region(pool, urgent, fixed_order, machine, now, report, windows,
                              pool=True)

@@ -107,6 +107,10 @@ class RemoteSite:
         """The system's queue layout as partitions, sent with the machine state."""
         return self._partitions
 
+    def partitions_wire(self) -> dict[str, Any] | None:
+        """`queue_partitions` as the system sent them (for the start estimates)."""
+        return self._partitions_wire
+
     def _sync_admin(self, unscheduled: list[str], inactive: list[str]) -> None:
         """Places an admin disabled, deleted or deactivated get no job in the replica either."""
         machine = self._machine
