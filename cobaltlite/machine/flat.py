@@ -53,6 +53,10 @@ class FlatMachine:
         self._out = 0  # failed or down: never free
         # jobid -> (node mask, node count, expected end)
         self._held: dict[int, tuple[int, int, float]] = {}
+        # The held jobs' expected ends, distinct and sorted, and the nodes held until each: the
+        # planner's free-node profile, kept up to date so a pass need not rebuild and sort it.
+        self._end_times: list[float] = []
+        self._end_nodes: list[int] = []
         self._place_sets: dict[PlaceSet, int] = {}
         # The last place find_location named and its mask: a pass allocates and commits the
         # place it was just given, so the string need not be parsed back.
@@ -117,10 +121,21 @@ class FlatMachine:
         self._free &= ~mask
         self._idle -= count
         self._held[jobid] = (mask, count, expected_end)
+        times = self._end_times
+        i = bisect_left(times, expected_end)
+        if i < len(times) and times[i] == expected_end:
+            self._end_nodes[i] += count
+        else:
+            times.insert(i, expected_end)
+            self._end_nodes.insert(i, count)
         return count
 
     def release(self, jobid: int) -> None:
-        mask, _, _ = self._held.pop(jobid)
+        mask, count, expected_end = self._held.pop(jobid)
+        i = bisect_left(self._end_times, expected_end)
+        self._end_nodes[i] -= count
+        if not self._end_nodes[i]:
+            del self._end_times[i], self._end_nodes[i]
         back = mask & ~self._out
         self._free |= back
         self._idle += back.bit_count()
@@ -222,6 +237,14 @@ class FlatPlanner:
     def __init__(self, machine: FlatMachine, now: float) -> None:
         self._machine = machine
         self._now = now
+        self._bookings: list[tuple[float, float, int]] = []  # (start, end, node mask)
+        self._low: list[int] | None = None  # see _fits_now
+        ends_at = machine._end_times
+        if not machine._out and (not ends_at or ends_at[0] > now):
+            # Every node comes back when its job is expected to end: the machine's profile.
+            self._times = [now, *ends_at]
+            self._free = list(accumulate(machine._end_nodes, initial=machine._idle))
+            return
         ends: dict[float, int] = {}
         failed = machine._out
         for mask, count, end in machine._held.values():
@@ -229,10 +252,8 @@ class FlatPlanner:
             # A held node that has failed or is down does not come back when its job ends.
             back = (mask & ~failed).bit_count() if failed else count
             ends[when] = ends.get(when, 0) + back
-        self._bookings: list[tuple[float, float, int]] = []  # (start, end, node mask)
         self._times = [now]
         self._free = [machine._idle]
-        self._low: list[int] | None = None  # see _fits_now
         running_free = machine._idle
         for when in sorted(ends):
             running_free += ends[when]
