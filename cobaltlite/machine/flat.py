@@ -71,6 +71,10 @@ class FlatMachine:
     def idle_nodes(self) -> int:
         return self._idle
 
+    def free_mask(self) -> int:
+        """The nodes free now (neither held nor out of service), as a mask."""
+        return self._free
+
     def find_location(
         self, nodes: int, duration: float, now: float = 0.0, allowed: PlaceSet | None = None
     ) -> str | None:
@@ -229,6 +233,27 @@ class FlatMachine:
 
     def planner(self, now: float) -> FlatPlanner:
         return FlatPlanner(self, now)
+
+    def carve(self, nodes: int, to_local: Callable[[int], int], name: str,
+              failures: FailureChance | None = None) -> FlatMachine:
+        """The nodes of mask `nodes` alone as a machine of their own, renumbered by
+        `to_local` (a mask of this machine's nodes -> the same nodes' mask there), holding what
+        this one holds on them now: the jobs' nodes and ends, the failed and down nodes. One
+        queue partition's present, planned on its own (cobaltlite/scheduler/partitioned.py);
+        `failures` answers P_f by the carved machine's node names."""
+        part = FlatMachine(FlatDescription(name, nodes.bit_count()), failures, self.alpha,
+                           self.beta)
+        part._free = to_local(self._free & nodes)
+        part._idle = part._free.bit_count()
+        part._failed = to_local(self._failed & nodes)
+        part._down = to_local(self._down & nodes)
+        part._out = part._failed | part._down
+        held = part._held
+        for jobid, (mask, _, end) in self._held.items():
+            if mask & nodes:
+                local = to_local(mask & nodes)
+                held[jobid] = (local, local.bit_count(), end)
+        return part
 
 
 class FlatPlanner:

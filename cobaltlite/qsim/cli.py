@@ -277,6 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
              "anywhere; docs/administration.md)",
     )
     parser.add_argument(
+        "--queue-layout", type=Path, metavar="FILE",
+        help="queue partitions and a common pool (seed 002): each job goes to the layout queue "
+             "whose job classes take it and runs on its partition, or on the pool once its "
+             "priority factor exceeds tau_pf; per-queue figures in summary.json (by_queue); "
+             "a job no queue takes stops the replay (docs/hybrid-queues.md)",
+    )
+    parser.add_argument(
         "--slowdown-bound",
         type=positive_float,
         default=10.0,
@@ -412,6 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.slack_param and args.backfill != Backfill.SLACK:
         parser.error("--slack-param applies only with --backfill slack")
     slack = SlackSettings(**dict(args.slack_param))
+    if args.queue_layout is not None and (args.queue_places or args.fair_start != "none"):
+        parser.error("--queue-layout places every queue itself: give neither --queue-places "
+                     "nor --fair-start with it")
     if args.queue_places and args.fair_start != "none":
         parser.error("--fair-start does not yet follow --queue-places: give one or the other")
     reports = []
@@ -440,6 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sensitivity=args.sensitivity, specificity=args.specificity,
                 eet=eet_model, usage_half_life=args.usage_half_life,
                 reservations=args.reservations, queue_places=dict(args.queue_places),
+                queue_layout=args.queue_layout,
             )
             began = time.perf_counter()
             if args.quiet or not err.is_terminal:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, insort
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from cobaltlite.clock import VirtualClock
@@ -47,6 +47,8 @@ from cobaltlite.jobs import lifecycle, queues
 from cobaltlite.jobs.lifecycle import JobStatus
 from cobaltlite.jobs.queues import QueueLoad, SettingError
 from cobaltlite.machine.model import Machine, PlaceSet
+from cobaltlite.machine.partitions import QueuePartitions
+from cobaltlite.partitioning.layout import QueueLayout
 from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, UsageLedger
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
@@ -142,6 +144,7 @@ class Qsim:
         usage_half_life: float = DEFAULT_HALF_LIFE,
         reservations: Sequence[Reservation] | None = None,
         slack: SlackSettings | None = None,
+        queue_layout: QueueLayout | None = None,
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
         RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`.
@@ -161,8 +164,16 @@ class Qsim:
         `reservations`: held over their periods (validated by the caller against `machine`);
         a reservation's own queue `R.<name>` exists for the replay.
         `slack`: seed 001's settings for `Backfill.SLACK` (None: Table 3's).
+        `queue_layout` (seed 002; docs/hybrid-queues.md): each job goes to the layout queue
+        whose job classes take it (its trace queue, size and requested time) and runs on that
+        queue's partition, or on the common pool; InputError names a job no queue takes.
         """
         self._machine = machine
+        self.partitions: QueuePartitions | None = None
+        """The layout's partitions and pool, as the scheduler reads them (None: none)."""
+        if queue_layout is not None:
+            self.partitions = QueuePartitions.from_layout(queue_layout, machine)
+            jobs = routed_jobs(jobs, queue_layout)
         self.queue_places: dict[str, PlaceSet] = {}
         """Queue name -> the places its jobs may run on (empty: every queue runs anywhere)."""
         self.policy = policy
@@ -195,6 +206,12 @@ class Qsim:
                 self.skipped.append(
                     f"job {tj.jobid}: {tj.nodes} nodes fit no place on {machine.name}"
                 )
+                continue
+            if self.partitions is not None and not self.partitions.could_hold(tj.queue, tj.nodes):
+                self.skipped.append(
+                    f"job {tj.jobid}: {tj.nodes} nodes fit neither queue {tj.queue}'s partition "
+                    f"({len(self.partitions.own[tj.queue])} nodes) nor the common pool "
+                    f"({len(self.partitions.pool) if self.partitions.tau_pf is not None else 0})")
                 continue
             pending.append(
                 SimJob(
@@ -300,7 +317,13 @@ class Qsim:
         if key is not self._ranked_by:  # the first pass, or a tuner changed the policy
             self._ranked_by = key
             self._ranked = [] if key is None else sorted(self._queue.values(), key=key)
-        return None if key is None else self._ranked
+        if key is None:
+            return None
+        if self.partitions is not None and self.partitions.pool:  # the pool's priority factor
+            now = self.clock.now()
+            for job in self._ranked:
+                job.queued_time = now - job.submit_time
+        return self._ranked
 
     def _enqueue(self, job: SimJob) -> None:
         """`job` waits in the queue, runnable."""
@@ -457,6 +480,9 @@ class Qsim:
 
     def place_sets(self) -> Mapping[str, PlaceSet]:
         return self.queue_places
+
+    def queue_partitions(self) -> QueuePartitions | None:
+        return self.partitions
 
     def allocations(self) -> list[dict[str, float | int | str]]:
         return [{"jobid": job.jobid, "location": job.location,
@@ -620,6 +646,23 @@ class Qsim:
             if child.status.runnable and self._scheduled(child):
                 del self._held[child.jobid]
                 self._enqueue(child)
+
+
+def routed_jobs(jobs: Sequence[TraceJob], layout: QueueLayout) -> list[TraceJob]:
+    """`jobs` with their queue replaced by the layout queue that takes each; InputError
+    naming the first job that no queue takes (its size, requested time and trace queue)."""
+    out = []
+    for job in jobs:
+        for q in layout.queues:
+            if q.holds(job):
+                out.append(replace(job, queue=q.name))
+                break
+        else:
+            raise InputError(
+                f"job {job.jobid} ({job.nodes} nodes, {job.requested_time:g} s requested, "
+                f"queue {job.queue!r}) belongs to no queue of the queue layout; give the "
+                "layout a job class that takes it")
+    return out
 
 
 def _trace_exit_status(job: TraceJob) -> int:

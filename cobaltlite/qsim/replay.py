@@ -35,6 +35,7 @@ from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.runtime import build_machine
+from cobaltlite.partitioning.layout import QueueLayout, read_layout
 from cobaltlite.policy.usage import DEFAULT_HALF_LIFE
 from cobaltlite.policy.utility import UtilityFunction, builtin_policy
 from cobaltlite.qsim.eet import ShareModel, from_outcomes, score_schedule, write_figures
@@ -43,6 +44,7 @@ from cobaltlite.qsim.fairness import Settings as FairnessSettings
 from cobaltlite.qsim.fairness import SettingsAt, fair_start_times
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
+from cobaltlite.qsim.queue_metrics import queue_metrics
 from cobaltlite.qsim.unfairness import seed001_metrics
 from cobaltlite.reservations.model import ReservationError
 from cobaltlite.reservations.qsim_file import load_reservations
@@ -108,6 +110,8 @@ class ReplaySettings:
     reservations: Path | None = None  # qsim --reservations (cobaltlite/reservations/qsim_file)
     # qsim --queue-places: queue -> the places (partadm --queue's mapping) its jobs may use.
     queue_places: dict[str, list[str]] = field(default_factory=dict)
+    # qsim --queue-layout: queue partitions and the common pool (seed 002; docs/hybrid-queues.md)
+    queue_layout: Path | None = None
 
     @property
     def has_failures(self) -> bool:
@@ -150,6 +154,7 @@ class ReplayReport:
                 "changes": [change.as_record() for change in self.tuner.changes],
             },
             "queues": None if s.queue_config is None else [q["name"] for q in s.queue_config],
+            **({"queue_layout": s.queue_layout.name} if s.queue_layout is not None else {}),
             "metrics": self.metrics,
             **({"failure_model": self.failure_model()} if s.has_failures else {}),
         }
@@ -281,17 +286,20 @@ def replay(
     reservations = (load_reservations(settings.reservations, machine)
                     if settings.reservations is not None else None)
     queue_places = _queue_places(settings.queue_places, machine)
+    layout = (_queue_layout(settings.queue_layout, machine)
+              if settings.queue_layout is not None else None)
+    # Built before any output: a job the queue layout cannot route stops the replay here.
+    qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill,
+                queue_config=settings.queue_config, policies=settings.queue_policies,
+                failures=failures, repair_time=settings.repair_time, window=settings.window,
+                usage_half_life=settings.usage_half_life,
+                reservations=reservations, slack=settings.slack, queue_layout=layout)
+    qsim.queue_places = queue_places
     observer = None
     if settings.out is not None:
         settings.out.mkdir(parents=True, exist_ok=True)
-        observer = AccountingObserver(settings.out / "accounting.log")
+        observer = qsim.observer = AccountingObserver(settings.out / "accounting.log")
     try:
-        qsim = Qsim(trace.jobs, machine, settings.policy, settings.backfill, observer,
-                    queue_config=settings.queue_config, policies=settings.queue_policies,
-                    failures=failures, repair_time=settings.repair_time, window=settings.window,
-                    usage_half_life=settings.usage_half_life,
-                    reservations=reservations, slack=settings.slack)
-        qsim.queue_places = queue_places
         tuning = QsimTuning(qsim, settings.tuning) if settings.tuning is not None else None
         progress = progress_factory(len(trace.jobs)) if progress_factory else None
         result = qsim.run(progress)
@@ -313,6 +321,9 @@ def replay(
         fair_start_method=settings.fair_start if fair is not None else None,
         failure_events=result.failure_events,
     )
+    if qsim.partitions is not None:
+        metrics["by_queue"] = queue_metrics(result.outcomes, qsim.partitions,
+                                            settings.slowdown_bound)
     if settings.eet is not None:
         scored = score_schedule(from_outcomes(result.outcomes), result.machine_nodes, settings.eet)
         metrics["eet"] = scored.summary()
@@ -338,6 +349,15 @@ def _queue_places(given: Mapping[str, list[str]], machine: Machine) -> dict[str,
         except ReservationError as exc:
             raise InputError(f"--queue-places {queue}={':'.join(names)}: {exc}") from None
     return places
+
+
+def _queue_layout(path: Path, machine: Machine) -> QueueLayout:
+    """--queue-layout FILE, for this machine; InputError naming the file and what is wrong."""
+    layout, nodes = read_layout(path)
+    if nodes != machine.total_nodes:
+        raise InputError(f"--queue-layout {path}: machine_nodes is {nodes}; the machine "
+                         f"{machine.name} has {machine.total_nodes} nodes")
+    return layout
 
 
 def _settings_at(settings: ReplaySettings, tuner: Tuner | None) -> SettingsAt:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from cobaltlite.machine.model import Machine, PlaceSet
+from cobaltlite.machine.partitions import QueuePartitions
 
 
 class SchedulableJob(Protocol):
@@ -21,6 +22,7 @@ class SchedulableJob(Protocol):
     score: float
     threshold: float   # the fallback threshold (seed 003 §IV-A)
     queue: str         # its queue: a queue mapped to places (or a reservation's) runs only there
+    queued_time: float  # seconds since submission: read only for the common pool's priority factor
 
 
 class QueueManagerView(Protocol):
@@ -49,4 +51,10 @@ class SystemView(Protocol):
         """Queue name -> the places its jobs may run on, read once per pass after `machine`
         and `schedulable_jobs` (so it may cover just the queues of that pass's jobs); queues
         absent may run anywhere. Empty (no mapping) leaves scheduling unchanged."""
+        ...
+
+    def queue_partitions(self) -> QueuePartitions | None:
+        """The queue layout's partitions and common pool (seed 002 §III), read once per pass,
+        so a change takes effect at the next pass. None: no partitioning, and the pass is the
+        one without a layout, unchanged."""
         ...

@@ -15,6 +15,7 @@ from typing import Any
 from cobaltlite.clock import Clock
 from cobaltlite.machine.bgp import BGPMachine
 from cobaltlite.machine.model import Machine, PlaceSet
+from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.machine.runtime import build_machine, set_out_of_service
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, builtin_policy
@@ -54,6 +55,8 @@ class RemoteSite:
         self._forecast_version = -1  # none received yet
         self._place_map: dict[str, Any] = {"queues": {}, "open": None}
         self._queues: set[str] = set()  # of this pass's jobs
+        self._partitions: QueuePartitions | None = None
+        self._partitions_wire: dict[str, Any] | None = None
         self._unscheduled: set[str] = set()
         self._inactive: set[str] = set()
         self.balance_factor: float | None = None
@@ -66,6 +69,10 @@ class RemoteSite:
         self._sync_failures(state["failed"], state["forecast"])
         self._sync_admin(state["unscheduled"], state["inactive"])
         self._place_map = state["queue_places"]
+        wire = state.get("queue_partitions")
+        if wire != self._partitions_wire:
+            self._partitions_wire = wire
+            self._partitions = None if wire is None else QueuePartitions.from_wire(wire)
         current = {a["jobid"]: a for a in state["allocations"]}
         for jobid in [j for j in self._held if j not in current]:
             self._machine.release(jobid)
@@ -94,6 +101,10 @@ class RemoteSite:
             if allowed is not None:
                 places[queue] = allowed
         return places
+
+    def queue_partitions(self) -> QueuePartitions | None:
+        """The system's queue layout as partitions, sent with the machine state."""
+        return self._partitions
 
     def _sync_admin(self, unscheduled: list[str], inactive: list[str]) -> None:
         """Places an admin disabled, deleted or deactivated get no job in the replica either."""

@@ -20,6 +20,11 @@ The order of one pass, which docs/architecture.md restates for users:
 
 A pass starts everything that can start at this instant, so Qsim runs one pass per event time.
 
+With a queue layout (seed 002; `SystemView.queue_partitions`, read once per pass), steps 1-4
+run once per region of the machine, each on its own: each queue's partition, the nodes no
+partition owns, then the common pool for the jobs whose priority factor exceeds τ_pf
+(cobaltlite/scheduler/partitioned.py). Without one the pass below is unchanged.
+
 A queue mapped to places (partadm --queue; `SystemView.place_sets`, read once per pass) has its
 jobs placed, drained and reserved only there; jobs of other queues go anywhere, as without a
 mapping (docs/administration.md).
@@ -53,6 +58,7 @@ from cobaltlite.clock import Clock
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.reservations.model import Window
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
+from cobaltlite.scheduler.partitioned import PartitionedPass
 from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings
 
 
@@ -104,6 +110,19 @@ class Scheduler:
         self.reservations = reservations
         self.slack = SlackBackfill(slack)
         self._places: Mapping[str, PlaceSet] | None = None  # this pass's queue -> place set
+        self._slack_settings = slack
+        self._partitioned: PartitionedPass | None = None  # made at the first layout's pass
+
+    def _by_partition(self) -> PartitionedPass:
+        """The per-region passes of a queue layout (cobaltlite/scheduler/partitioned.py):
+        each region is scheduled by a Scheduler of its own, with this one's settings."""
+        if self._partitioned is None:
+            def make(queue_manager: QueueManagerView, system: SystemView,
+                     reservations: Callable[[], Sequence[Window]]) -> Scheduler:
+                return Scheduler(queue_manager, system, self.clock, self.backfill, self.window,
+                                 reservations, self._slack_settings)
+            self._partitioned = PartitionedPass(make, self.queue_manager)
+        return self._partitioned
 
     def iterate(self) -> PassReport:
         report = PassReport()
@@ -123,9 +142,15 @@ class Scheduler:
         now = self.clock.now()
         self._places = self.system.place_sets() or None
         windows = self.reservations() if self.reservations is not None else ()
-        booked: Planner | None = None
         if windows:
             jobs = self._start_reservation_jobs(jobs, windows, machine, now, report)
+        partitions = self.system.queue_partitions()
+        if partitions is not None:
+            self._by_partition().run(jobs, ranked is not None, partitions, machine, now,
+                                     report, windows)
+            return report
+        booked: Planner | None = None
+        if windows:
             booked = machine.planner(now)
             # A period starting after every job's wall time from now changes no start now;
             # later passes book it when it comes closer.

@@ -1,0 +1,235 @@
+"""A scheduling pass over queue partitions and a common pool (seed 002 §III).
+
+With a queue layout (`SystemView.queue_partitions`), the machine is cut into *regions* that
+share no node: each layout queue's partition, the *rest* (the nodes no partition owns and that
+are not the pool: where the queues the layout does not name run) and the common pool. Each
+region gets its own pass of the one `Scheduler`, with the pass's backfilling scheme and window,
+on a machine carved out of the real one (`FlatMachine.carve`: the region's nodes renumbered
+from 0, holding what the real machine holds there). So each region has its own top job, its own
+drain reservation and its own planner profile, exactly as if it were a machine of its own: a job
+waiting in one partition never holds back another (EASY, conservative and none alike).
+
+Order of a pass: the partitions in the layout's order, then the rest, then the pool. A job of a
+layout queue that did not start in its partition goes to the pool's pass when its priority
+factor exceeds τ_pf (`priority_factor`); the pool's candidates are ranked as the pass ranked
+them. A job runs on its partition's nodes or on pool nodes, never on both (D002-9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from cobaltlite.machine.bits import mask_to_ranges, ranges_to_mask
+from cobaltlite.machine.flat import FlatMachine
+from cobaltlite.machine.model import FailureChance, Machine, NoFailures, PlaceSet
+from cobaltlite.machine.partitions import QueuePartitions
+from cobaltlite.reservations.model import Window
+from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
+
+if TYPE_CHECKING:
+    from cobaltlite.scheduler.scheduler import PassReport, Scheduler
+
+REST = "(rest)"
+POOL = "(pool)"
+"""The carved machines' names for the non-partitioned rest and the common pool."""
+
+
+def priority_factor(job: SchedulableJob, priority: float) -> float:
+    """Seed 002 §III: slowdown × queue priority, the slowdown being (now − submit) /
+    min(estimated run time, queue's maximum wall time). A job's requested time is its
+    estimate and never exceeds its queue's maximum (the layout routes by it, a live queue's
+    maxtime refuses more), so the slowdown is queued time / requested time (D002-8)."""
+    return job.queued_time / max(job.wall_time, 1.0) * priority
+
+
+class Region:
+    """A set of the machine's nodes, renumbered from 0 in node order."""
+
+    def __init__(self, name: str, mask: int) -> None:
+        self.name = name
+        self.mask = mask
+        runs: list[tuple[int, int, int]] = []  # (first node, length, first local number)
+        local = 0
+        rest = mask
+        while rest:
+            start = (rest & -rest).bit_length() - 1
+            end = ((rest + (1 << start)) & ~rest).bit_length() - 1
+            runs.append((start, end - start, local))
+            local += end - start
+            rest &= ~((1 << end) - 1)
+        self._runs = runs
+        self.nodes = local
+
+    def to_local(self, mask: int) -> int:
+        out = 0
+        for start, length, local in self._runs:
+            out |= ((mask >> start) & ((1 << length) - 1)) << local
+        return out
+
+    def to_global(self, mask: int) -> int:
+        out = 0
+        for start, length, local in self._runs:
+            out |= ((mask >> local) & ((1 << length) - 1)) << start
+        return out
+
+    def local_names(self, places: frozenset[str]) -> frozenset[str]:
+        """Node names of the real machine -> this region's names for those inside it."""
+        mask = 0
+        for name in places:
+            if name.isdigit():
+                mask |= 1 << int(name)
+        local = self.to_local(mask & self.mask)
+        return frozenset(str(n) for n in range(self.nodes) if local >> n & 1)
+
+
+class _RenamedChance:
+    """A failure source asked by a region's node names, answering by the real machine's."""
+
+    def __init__(self, source: FailureChance, region: Region) -> None:
+        self._source = source
+        self._region = region
+
+    def chance(self, location: str, start: float, end: float) -> float:
+        real = mask_to_ranges(self._region.to_global(ranges_to_mask(location)))
+        return self._source.chance(real, start, end)
+
+
+class _RegionSite:
+    """A region as both peers of one `Scheduler`: its carved machine, its jobs (scored and
+    ranked by the outer pass) and starts passed on to the real queue manager with the real
+    machine's node numbers."""
+
+    def __init__(self, region: Region, queue_manager: QueueManagerView, now: float) -> None:
+        self.region = region
+        self.queue_manager = queue_manager
+        self.now = now
+        self.carved: FlatMachine | None = None
+        self.jobs: list[SchedulableJob] = []
+        self.fixed_order = False
+        self.started: dict[int, str] = {}  # jobid -> real location, this pass
+        self.windows: list[Window] = []
+
+    # the queue-manager face
+    def schedulable_jobs(self) -> list[SchedulableJob]:
+        return self.jobs
+
+    def ranked_jobs(self) -> list[SchedulableJob] | None:
+        return self.jobs if self.fixed_order else None
+
+    def start_job(self, jobid: int, location: str) -> bool:
+        assert self.carved is not None
+        local = self.carved.location_mask(location)
+        real = mask_to_ranges(self.region.to_global(local))
+        if not self.queue_manager.start_job(jobid, real):
+            return False
+        wall = next(job.wall_time for job in self.jobs if job.jobid == jobid)
+        self.carved.allocate(location, jobid, self.now + wall)
+        self.started[jobid] = real
+        return True
+
+    # the system face
+    def machine(self) -> Machine:
+        assert self.carved is not None
+        return self.carved
+
+    def place_sets(self) -> Mapping[str, PlaceSet]:
+        return {}
+
+    def queue_partitions(self) -> None:
+        return None
+
+    def reservations(self) -> list[Window]:
+        return self.windows
+
+
+@dataclass(slots=True)
+class _Layout:
+    """The regions of one `QueuePartitions` on one machine, kept while they stay the same."""
+
+    partitions: QueuePartitions
+    own: dict[str, Region]     # queue -> its partition
+    rest: Region
+    pool: Region
+
+
+class PartitionedPass:
+    """Runs a pass region by region (see the module docstring); one per Scheduler."""
+
+    def __init__(self, make_scheduler: Callable[[QueueManagerView, SystemView,
+                                                 Callable[[], Sequence[Window]]], Scheduler],
+                 queue_manager: QueueManagerView) -> None:
+        self._make_scheduler = make_scheduler
+        self._queue_manager = queue_manager
+        self._layout: _Layout | None = None
+        self._schedulers: dict[Region, tuple[Scheduler, _RegionSite]] = {}
+
+    def _regions(self, partitions: QueuePartitions, machine: FlatMachine) -> _Layout:
+        layout = self._layout
+        if layout is not None and layout.partitions == partitions:
+            return layout
+        own = {q: Region(q, machine.mask_of(p)) for q, p in partitions.own.items()}
+        pool = Region(POOL, machine.mask_of(partitions.pool))
+        taken = pool.mask
+        for region in own.values():
+            taken |= region.mask
+        rest = Region(REST, ((1 << machine.total_nodes) - 1) & ~taken)
+        self._layout = layout = _Layout(partitions, own, rest, pool)
+        self._schedulers = {}
+        return layout
+
+    def run(self, jobs: list[SchedulableJob], fixed_order: bool,
+            partitions: QueuePartitions, machine: Machine, now: float, report: PassReport,
+            windows: Sequence[Window]) -> None:
+        """Schedule `jobs` (in rank order) region by region; add what started to `report`."""
+        if not isinstance(machine, FlatMachine):
+            raise TypeError("queue partitions need a flat machine")
+        layout = self._regions(partitions, machine)
+        by_region: dict[Region, list[SchedulableJob]] = {}
+        own, rest = layout.own, layout.rest
+        for job in jobs:
+            by_region.setdefault(own.get(job.queue, rest), []).append(job)
+        for region in [*own.values(), rest]:
+            group = by_region.get(region)
+            if group:
+                self._run_region(region, group, fixed_order, machine, now, report, windows)
+        tau = partitions.tau_pf
+        if tau is None or not layout.pool.nodes:
+            return
+        started = {jobid for jobid, _ in report.started}
+        priority = partitions.priority
+        urgent = [job for job in jobs if job.queue in own and job.jobid not in started
+                  and priority_factor(job, priority.get(job.queue, 1.0)) > tau]
+        if urgent:  # too large for the pool is no news: such a job waits for its partition
+            self._run_region(layout.pool, urgent, fixed_order, machine, now, report, windows,
+                             pool=True)
+
+    def _run_region(self, region: Region, jobs: list[SchedulableJob], fixed_order: bool,
+                    machine: FlatMachine, now: float, report: PassReport,
+                    windows: Sequence[Window], pool: bool = False) -> None:
+        if not region.nodes:
+            report.unplaceable.extend(job.jobid for job in jobs)
+            return
+        if not machine.free_mask() & region.mask:
+            return  # nothing can start there at this instant
+        entry = self._schedulers.get(region)
+        if entry is None:
+            site = _RegionSite(region, self._queue_manager, now)
+            entry = (self._make_scheduler(site, site, site.reservations), site)
+            self._schedulers[region] = entry
+        scheduler, site = entry
+        failures = machine.failures
+        site.carved = machine.carve(
+            region.mask, region.to_local, f"{machine.name}:{region.name}",
+            None if isinstance(failures, NoFailures) else _RenamedChance(failures, region))
+        site.now, site.jobs, site.fixed_order, site.started = now, jobs, fixed_order, {}
+        site.windows = [replace(w, places=region.local_names(w.places),
+                                inside=region.local_names(w.inside)) for w in windows]
+        sub = scheduler.iterate()
+        report.started.extend((jobid, site.started[jobid]) for jobid, _ in sub.started)
+        if report.drain is None and sub.drain is not None:
+            report.drain = sub.drain
+        report.reserved.extend(sub.reserved)
+        if not pool:
+            report.unplaceable.extend(sub.unplaceable)
