@@ -124,6 +124,12 @@ class FlatMachine:
         count = mask.bit_count()
         self._free &= ~mask
         self._idle -= count
+        self._hold(jobid, mask, count, expected_end)
+        return count
+
+    def _hold(self, jobid: int, mask: int, count: int, expected_end: float) -> None:
+        """`jobid` holds the `count` nodes of `mask` until `expected_end`: _held and the
+        expected-end profile, which every change to _held keeps in step."""
         self._held[jobid] = (mask, count, expected_end)
         times = self._end_times
         i = bisect_left(times, expected_end)
@@ -132,7 +138,6 @@ class FlatMachine:
         else:
             times.insert(i, expected_end)
             self._end_nodes.insert(i, count)
-        return count
 
     def release(self, jobid: int) -> None:
         mask, count, expected_end = self._held.pop(jobid)
@@ -248,11 +253,10 @@ class FlatMachine:
         part._failed = to_local(self._failed & nodes)
         part._down = to_local(self._down & nodes)
         part._out = part._failed | part._down
-        held = part._held
         for jobid, (mask, _, end) in self._held.items():
             if mask & nodes:
                 local = to_local(mask & nodes)
-                held[jobid] = (local, local.bit_count(), end)
+                part._hold(jobid, local, local.bit_count(), end)
         return part
 
 
