@@ -38,6 +38,7 @@ NOT_JOB_RECORDS = RESERVATION_RECORDS | {FAILURE_RECORD}
 
 _NEEDS_QUOTES = re.compile(r'[\s",=]')
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"}
+_ESCAPE_TABLE = str.maketrans(_ESCAPES)
 _UNESCAPES = {"\\": "\\", '"': '"', "n": "\n", "r": "\r"}
 _BAD_NAME = re.compile(r'[\s=;"]')
 _RECORD_DATE = re.compile(r"(\d\d)/(\d\d)/(\d{4}) (\d\d):(\d\d):(\d\d)")
@@ -122,8 +123,7 @@ def quote_value(value: str) -> str:
     """`value` as a record writes it: as it is, or in double quotes with escapes if needed."""
     if not _NEEDS_QUOTES.search(value):
         return value
-    escaped = "".join(_ESCAPES.get(char, char) for char in value)
-    return f'"{escaped}"'
+    return f'"{value.translate(_ESCAPE_TABLE)}"'
 
 
 class AccountingLog:

@@ -44,20 +44,29 @@ def _facts(job: SimJob) -> JobFacts:
                     location=job.location)
 
 
+def _quoted(known: dict[str, str], name: str) -> str:
+    """`name` as a record writes it, remembered in `known`."""
+    text = known.get(name)
+    if text is None:
+        text = known[name] = quote_value(name)
+    return text
+
+
 class _JobParts:
     """The formatted values of a job's fields that its Q, S and E records share."""
 
     __slots__ = ("ask", "host", "nodes", "qtime", "queue", "user")
 
-    def __init__(self, job: SimJob) -> None:
+    def __init__(self, job: SimJob, quoted: dict[str, str]) -> None:
+        """`quoted`: names already quoted (a trace has a few hundred users, groups, queues)."""
         self.nodes = str(job.size)
         # Resource_List.nodect, Resource_List.walltime and account sort next to each other.
         self.ask = (f"Resource_List.nodect={self.nodes} "
                     f"Resource_List.walltime={format_hms(job.wall_time)} "
-                    f"account={quote_value(job.project)}")
+                    f"account={_quoted(quoted, job.project)}")
         self.qtime = str(int(job.submit_time))
-        self.queue = quote_value(job.queue)
-        self.user = quote_value(job.user_name)
+        self.queue = _quoted(quoted, job.queue)
+        self.user = _quoted(quoted, job.user_name)
         self.host = ""  # exec_host of the current run, set at its start
 
 
@@ -66,6 +75,7 @@ class AccountingObserver(ReplayObserver):
         self._log = AccountingLog(path)
         self._lines: list[str] = []
         self._parts: dict[int, _JobParts] = {}  # jobs submitted and not yet ended
+        self._quoted: dict[str, str] = {}
         self._stamp_of = (float("nan"), "")  # the last record time and its stamp
 
     def _stamp(self, now: float) -> str:
@@ -75,29 +85,24 @@ class AccountingObserver(ReplayObserver):
             self._stamp_of = (now, stamp)
         return stamp
 
-    def _add(self, line: str) -> None:
-        lines = self._lines
-        lines.append(line)
-        if len(lines) >= _BLOCK:
-            self._log.write_formatted("".join(lines))
-            lines.clear()
-
     def _write(self, now: float, kind: str, ident: object, fields: dict[str, object]) -> None:
-        self._add(format_record(now, kind, ident, fields) + "\n")
+        self._lines.append(format_record(now, kind, ident, fields) + "\n")
 
     def submitted(self, job: SimJob, now: float) -> None:
-        p = self._parts[job.jobid] = _JobParts(job)
+        p = self._parts[job.jobid] = _JobParts(job, self._quoted)
         deps = job.dependencies
         depends = f"dependencies={':'.join(map(str, deps))} " if deps else ""
-        self._add(f"{self._stamp(now)};Q;{job.jobid};{p.ask} ctime={p.qtime} {depends}"
-                  f"jobname=N/A qtime={p.qtime} queue={p.queue} user={p.user}\n")
+        self._lines.append(f"{self._stamp(now)};Q;{job.jobid};{p.ask} ctime={p.qtime} "
+                           f"{depends}jobname=N/A qtime={p.qtime} queue={p.queue} "
+                           f"user={p.user}\n")
 
     def started(self, job: SimJob, now: float) -> None:
         p = self._parts[job.jobid]
         p.host = quote_value(job.location)
-        self._add(f"{self._stamp(now)};S;{job.jobid};Resource_List.ncpus=0 {p.ask} args= "
-                  f"ctime={p.qtime} cwd= etime={p.qtime} exe= exec_host={p.host} jobname=N/A "
-                  f"mode= qtime={p.qtime} queue={p.queue} start={int(now)} user={p.user}\n")
+        self._lines.append(f"{self._stamp(now)};S;{job.jobid};Resource_List.ncpus=0 {p.ask} "
+                           f"args= ctime={p.qtime} cwd= etime={p.qtime} exe= "
+                           f"exec_host={p.host} jobname=N/A mode= qtime={p.qtime} "
+                           f"queue={p.queue} start={int(now)} user={p.user}\n")
 
     def ended(self, job: SimJob, now: float, killed: bool) -> None:
         if killed:
@@ -107,12 +112,16 @@ class AccountingObserver(ReplayObserver):
         start = int(job.start_time if job.start_time >= 0 else now)
         end = int(now)
         runtime = max(0, end - start)
-        self._add(f"{self._stamp(now)};E;{job.jobid};Exit_status={job.exit_status} "
-                  f"Resource_List.ncpus=0 {p.ask} args= ctime={p.qtime} cwd= end={end} "
-                  f"etime={p.qtime} exe= exec_host={p.host} jobname=N/A mode= qtime={p.qtime} "
-                  f"queue={p.queue} resources_used.nodect={p.nodes} "
-                  f"resources_used.walltime={format_hms(runtime)} runtime={runtime} "
-                  f"start={start} user={p.user}\n")
+        lines = self._lines
+        lines.append(f"{self._stamp(now)};E;{job.jobid};Exit_status={job.exit_status} "
+                     f"Resource_List.ncpus=0 {p.ask} args= ctime={p.qtime} cwd= end={end} "
+                     f"etime={p.qtime} exe= exec_host={p.host} jobname=N/A mode= "
+                     f"qtime={p.qtime} queue={p.queue} resources_used.nodect={p.nodes} "
+                     f"resources_used.walltime={format_hms(runtime)} runtime={runtime} "
+                     f"start={start} user={p.user}\n")
+        if len(lines) >= _BLOCK:  # checked at a job's last record: blocks of about _BLOCK
+            self._log.write_formatted("".join(lines))
+            lines.clear()
 
     def failed(self, component: str, now: float, repaired_at: float, jobids: list[int]) -> None:
         fields: dict[str, object] = {"failed_at": repr(now), "repaired": int(repaired_at)}
