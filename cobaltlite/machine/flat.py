@@ -53,10 +53,6 @@ class FlatMachine:
         self._out = 0  # failed or down: never free
         # jobid -> (node mask, node count, expected end)
         self._held: dict[int, tuple[int, int, float]] = {}
-        # The held jobs' expected ends, distinct and sorted, and the nodes held until each: the
-        # planner's free-node profile, kept up to date so a pass need not rebuild and sort it.
-        self._end_times: list[float] = []
-        self._end_nodes: list[int] = []
         self._place_sets: dict[PlaceSet, int] = {}
         # The last place find_location named and its mask: a pass allocates and commits the
         # place it was just given, so the string need not be parsed back.
@@ -124,27 +120,11 @@ class FlatMachine:
         count = mask.bit_count()
         self._free &= ~mask
         self._idle -= count
-        self._hold(jobid, mask, count, expected_end)
+        self._held[jobid] = (mask, count, expected_end)
         return count
 
-    def _hold(self, jobid: int, mask: int, count: int, expected_end: float) -> None:
-        """`jobid` holds the `count` nodes of `mask` until `expected_end`: _held and the
-        expected-end profile, which every change to _held keeps in step."""
-        self._held[jobid] = (mask, count, expected_end)
-        times = self._end_times
-        i = bisect_left(times, expected_end)
-        if i < len(times) and times[i] == expected_end:
-            self._end_nodes[i] += count
-        else:
-            times.insert(i, expected_end)
-            self._end_nodes.insert(i, count)
-
     def release(self, jobid: int) -> None:
-        mask, count, expected_end = self._held.pop(jobid)
-        i = bisect_left(self._end_times, expected_end)
-        self._end_nodes[i] -= count
-        if not self._end_nodes[i]:
-            del self._end_times[i], self._end_nodes[i]
+        mask, _, _ = self._held.pop(jobid)
         back = mask & ~self._out
         self._free |= back
         self._idle += back.bit_count()
@@ -253,10 +233,11 @@ class FlatMachine:
         part._failed = to_local(self._failed & nodes)
         part._down = to_local(self._down & nodes)
         part._out = part._failed | part._down
+        held = part._held
         for jobid, (mask, _, end) in self._held.items():
             if mask & nodes:
                 local = to_local(mask & nodes)
-                part._hold(jobid, local, local.bit_count(), end)
+                held[jobid] = (local, local.bit_count(), end)
         return part
 
 
@@ -266,14 +247,6 @@ class FlatPlanner:
     def __init__(self, machine: FlatMachine, now: float) -> None:
         self._machine = machine
         self._now = now
-        self._bookings: list[tuple[float, float, int]] = []  # (start, end, node mask)
-        self._low: list[int] | None = None  # see _fits_now
-        ends_at = machine._end_times
-        if not machine._out and (not ends_at or ends_at[0] > now):
-            # Every node comes back when its job is expected to end: the machine's profile.
-            self._times = [now, *ends_at]
-            self._free = list(accumulate(machine._end_nodes, initial=machine._idle))
-            return
         ends: dict[float, int] = {}
         failed = machine._out
         for mask, count, end in machine._held.values():
@@ -281,8 +254,10 @@ class FlatPlanner:
             # A held node that has failed or is down does not come back when its job ends.
             back = (mask & ~failed).bit_count() if failed else count
             ends[when] = ends.get(when, 0) + back
+        self._bookings: list[tuple[float, float, int]] = []  # (start, end, node mask)
         self._times = [now]
         self._free = [machine._idle]
+        self._low: list[int] | None = None  # see _fits_now
         running_free = machine._idle
         for when in sorted(ends):
             running_free += ends[when]
