@@ -282,6 +282,13 @@ def read_swf(
     first_line_of: dict[int, int] = {}
     use_requested = estimate == "requested"
     intern = sys.intern
+    # A date window drops the jobs outside it as they are read, so reading part of a large
+    # trace takes memory for that part only. It needs the origin when the first job comes:
+    # every SWF log gives UnixStartTime before its jobs; one giving it later is read again.
+    windowed = start is not None or end is not None
+    low = -math.inf if start is None else start
+    high = math.inf if end is None else end
+    origin_seen: int | None = None  # the origin as the header gave it before the first job
     size_by_request = size == "requested"
 
     for lineno, line in read_lines(path):
@@ -326,6 +333,11 @@ def read_swf(
         if reason is not None:
             skipped.append(f"{source}:{lineno}: job {number}: {reason}")
             continue
+        if windowed:
+            if origin_seen is None:
+                origin_seen = header.build().unix_start_time or 0
+            if not low <= submit + origin_seen < high:
+                continue
         jobs.append(
             TraceJob(
                 jobid=number,
@@ -343,6 +355,11 @@ def read_swf(
 
     info = header.build()
     origin = info.unix_start_time or 0
+    if origin_seen is not None and origin != origin_seen:  # UnixStartTime after the jobs
+        whole = read_swf(path, processors_per_node=processors_per_node, estimate=estimate,
+                         size=size, lenient=lenient)
+        whole.jobs = select_window(whole.jobs, start, end, arrival_scale)
+        return whole
     if origin:
         for job in jobs:
             job.submit_time += origin
