@@ -166,6 +166,13 @@ class Instance:
             time.sleep(0.2)
 
 
+def ok(ran: subprocess.CompletedProcess[str]) -> str:
+    """The output of a command that must have succeeded, silently."""
+    assert ran.returncode == 0, f"exit {ran.returncode}: {ran.stderr}"
+    assert ran.stderr == ""
+    return ran.stdout
+
+
 def until(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
     """Wait for `condition()` to be true (a file, a state) and return it; fail naming `what`."""
     deadline = time.monotonic() + timeout

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from live import Instance, until
+from live import Instance, ok, until
 from unix_users import ADMINS, ALICE, BOB, Accounts, ensure_test_users
 
 from cobaltlite.config import load_config
@@ -33,12 +33,6 @@ def bgp() -> Iterator[Instance]:
     running = Instance(machine="bgp-2rack", settings={"admin_group": ADMINS}).start_retrying()
     yield running
     running.stop()
-
-
-def ok(ran: subprocess.CompletedProcess[str]) -> str:
-    assert ran.returncode == 0, f"exit {ran.returncode}: {ran.stderr}"
-    assert ran.stderr == ""
-    return ran.stdout
 
 
 def refused(ran: subprocess.CompletedProcess[str], prog: str, message: str) -> None:

@@ -9,11 +9,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from shared_paths import TRACES
 
 from cobaltlite.config import Config, ensure_layout, load_config
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.runtime import build_machine
+from cobaltlite.partitioning.layout import JobClass, PartitionedQueue, QueueLayout
 from cobaltlite.policy.utility import builtin_policy
 from cobaltlite.qsim.engine import Qsim
 from cobaltlite.qsim.joblog import AccountingObserver
@@ -26,10 +28,18 @@ from cobaltlite.traces.swf import read_swf
 JOBS = 300
 
 
-def _replay(jobs, log: Path, pass_runner=None) -> None:
+# Three size classes with partitions and a common pool (seed 002): the partitions and the
+# queued times the pool's priority factor needs cross the wire too.
+HYBRID = QueueLayout((
+    PartitionedQueue("small", (JobClass(frozenset(), 1, 8),), 16),
+    PartitionedQueue("medium", (JobClass(frozenset(), 9, 32),), 32, priority=2),
+    PartitionedQueue("large", (JobClass(frozenset(), 33, 64),), 8)), pool=8, tau_pf=0.5)
+
+
+def _replay(jobs, log: Path, pass_runner=None, layout=None) -> None:
     observer = AccountingObserver(log)
     qsim = Qsim(jobs, build_machine(load_description("flat:64")), builtin_policy("wfp3"),
-                "easy", observer, pass_runner)
+                "easy", observer, pass_runner, queue_layout=layout)
     return qsim, observer
 
 
@@ -43,20 +53,22 @@ def _scheduler_instance(state_dir: Path) -> Config:
     return load_config(state_dir)
 
 
-def test_a_replay_over_rpc_writes_the_same_job_log_as_in_process(tmp_path: Path) -> None:
-    policy_jobs = JOBS
+@pytest.mark.parametrize("layout", [None, HYBRID], ids=["machine", "queue-layout"])
+def test_a_replay_over_rpc_writes_the_same_job_log_as_in_process(
+        tmp_path: Path, layout: QueueLayout | None) -> None:
+    policy_jobs = JOBS if layout is None else JOBS // 2  # a pass per region: keep it short
     trace = read_swf(TRACES / "lublin_256.swf.gz").jobs[:policy_jobs]
-    for job in trace:  # 64 nodes: keep every job placeable
-        job.nodes = min(job.nodes, 64)
+    for job in trace:  # 64 nodes (16 under the layout): keep every job placeable
+        job.nodes = min(job.nodes, 64 if layout is None else 16)
 
-    local, observer = _replay(trace, tmp_path / "in-process.log")
+    local, observer = _replay(trace, tmp_path / "in-process.log", layout=layout)
     local.run()
     observer.close()
 
     config = _scheduler_instance(tmp_path / "instance")
     scheduler_peer = Peer(config, "scheduler", timeout=60.0)
     remote, observer = _replay(trace, tmp_path / "over-rpc.log",
-                               pass_runner=lambda: scheduler_peer.run_pass())
+                               pass_runner=lambda: scheduler_peer.run_pass(), layout=layout)
     daemons = serve_qsim(remote, config)
     daemon = subprocess.Popen(
         [sys.executable, "-m", "cobaltlite.daemon", "scheduler", "--state-dir",

@@ -43,6 +43,10 @@ CASES = [
      "The job's 5 nodes exceed the limit of 4 nodes per user in the 'q' queue"),
     ({"totalnodes": "8"}, ("alice", (), 9, 60, None), ("alice", (), 8, 60, None),
      "The job's 9 nodes exceed the limit of 8 nodes in the 'q' queue"),
+    ({"maxnodes": "8"}, ("alice", (), 9, 60, None), ("alice", (), 8, 60, None),
+     "Nodes greater than the 'q' queue max nodes of 8"),
+    ({"minnodes": "9"}, ("alice", (), 8, 60, None), ("alice", (), 9, 60, None),
+     "Nodes less than the 'q' queue min nodes of 9"),
 ]
 
 
@@ -110,6 +114,7 @@ def test_walltime_zero_means_the_queues_maxtime() -> None:
     ({"users": "alice bob"}, "users='alice bob': give names separated by ':'"),
     ({"priority": "high"}, "priority='high': give a whole number"),
     ({"mintime": "60", "maxtime": "30"}, "mintime 01:00:00 is longer than maxtime 00:30:00"),
+    ({"minnodes": "9", "maxnodes": "8"}, "minnodes 9 is more than maxnodes 8"),
 ])
 def test_malformed_settings_name_the_key_and_the_value(settings: dict, message: str) -> None:
     with pytest.raises(SettingError, match=message.replace("(", r"\(")):

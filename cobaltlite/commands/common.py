@@ -216,6 +216,15 @@ def format_vertical(header: Sequence[str], rows: Sequence[Sequence[str]]) -> lis
     return lines
 
 
+def read_input(path: Path, what: str) -> str:
+    """A file the command line names, as text; CommandError `<what>: <why>` if it cannot be
+    read (missing, unreadable, not text)."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandError(f"{what}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
 def print_lines(lines: Sequence[str]) -> None:
     if lines:
         sys.stdout.write("\n".join(lines) + "\n")
@@ -392,6 +401,13 @@ class SystemControlClient(UserSocketClient):
 
     def agents(self) -> list[Row]:
         return list(self._call("agents"))
+
+    def set_queue_layout(self, yaml_text: str, dry_run: bool = False) -> dict[str, Any]:
+        return dict(self._call("set_queue_layout", yaml_text, dry_run))
+
+    def queue_layout(self) -> str | None:
+        layout = self._call("queue_layout")
+        return None if layout is None else str(layout)
 
 
 class MetricsClient(UserSocketClient):

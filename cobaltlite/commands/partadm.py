@@ -14,8 +14,15 @@ and a list is refused whole, nothing changed, if one name is wrong):
   A change that would leave a queue with waiting jobs nowhere to run is refused unless `-f`.
 * `--fail` / `--unfail`: take components out of service (killing their jobs) and back.
 
+* `--layout FILE`: make FILE (a queue layout, seed 002) the active queue configuration: each
+  queue's partition and the common pool; the queue manager gets the queues and their size and
+  time limits (cobaltlite/commands/layout.py). With `--dry-run --log LOG [--since 30d]` it
+  only replays LOG under the active layout and under FILE and prints both (anyone).
+  `--layout-clear` removes the active layout.
+
 Listings (anyone): `-l` (Name, Queue, Size, Functional, Scheduled, State), `--dump` (every
-block, deleted ones too, as JSON), `--xml` (the managed blocks in Cobalt's partition XML).
+block, deleted ones too, as JSON), `--xml` (the managed blocks in Cobalt's partition XML),
+`--layout-show` (the active queue layout).
 """
 
 from __future__ import annotations
@@ -23,8 +30,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from cobaltlite.commands import layout
 from cobaltlite.commands.common import (
     CommandError,
     CommandParser,
@@ -49,7 +58,9 @@ def build_parser() -> CommandParser:
         usage="partadm -a|-d|--enable|--disable|--activate|--deactivate PART ...\n"
               "       partadm --queue Q1:Q2|--appq Q|--rmq Q [-f] PART ...\n"
               "       partadm --fail|--unfail PART ...\n"
-              "       partadm -l|--dump|--xml",
+              "       partadm --layout FILE [-f] [--dry-run --log LOG [--since 30d]]\n"
+              "       partadm --layout-clear\n"
+              "       partadm -l|--dump|--xml|--layout-show",
         description="Administer cobaltlite partitions (blocks; node numbers on a flat "
                     "cluster). Changes need root or the admin group and survive a restart.",
         epilog="A list of parts is refused whole, nothing changed, if one is unknown. A queue "
@@ -80,6 +91,16 @@ def build_parser() -> CommandParser:
                         "on them and place nothing there until --unfail")
     action.add_argument("--unfail", dest="action", action="store_const", const="unfail",
                         help="put failed parts back in service")
+    action.add_argument("--layout", metavar="FILE", type=Path,
+                        help="make FILE the active queue layout (seed 002: queues with their "
+                        "partitions, the common pool, tau_pf): missing queues are created and "
+                        "each gets its job sizes and times as limits; kept across restarts")
+    action.add_argument("--layout-show", dest="action", action="store_const",
+                        const="layout-show", help="show the active queue layout: each queue's "
+                        "partition, the sizes and times it takes, the common pool and tau_pf")
+    action.add_argument("--layout-clear", dest="action", action="store_const",
+                        const="layout-clear", help="no queue layout any more: every queue "
+                        "runs on the whole machine again (the queues and limits stay)")
     action.add_argument("-l", dest="action", action="store_const", const="list",
                         help="list the managed blocks: Name, Queue, Size, Functional, "
                         "Scheduled, State")
@@ -88,8 +109,17 @@ def build_parser() -> CommandParser:
     action.add_argument("--xml", dest="action", action="store_const", const="xml",
                         help="print the managed blocks as Cobalt's partition XML")
     parser.add_argument("-f", "--force", action="store_true",
-                        help="with --queue/--appq/--rmq/-d: even if a queue with waiting jobs "
-                        "is left no block to run on")
+                        help="with --queue/--appq/--rmq/-d/--layout: even if a queue with "
+                        "waiting jobs is left no block to run on")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="with --layout: change nothing; replay --log under the active "
+                        "layout and under FILE with Qsim and print both side by side")
+    parser.add_argument("--log", metavar="LOG", type=Path,
+                        help="with --dry-run: the job log to replay (the instance's "
+                        "accounting log, log/accounting.log, or any trace qsim reads)")
+    parser.add_argument("--since", metavar="SPAN", default="30d",
+                        help="with --dry-run: replay the jobs submitted since then: a span "
+                        "back from now (30d, 12h, 90m; default 30d) or a date")
     parser.add_argument("parts", nargs="*", metavar="PART",
                         help="a block name; for --fail/--unfail also a midplane (R00-M0) or a "
                         "node card (R00-M0-N04); on a flat cluster a node number")
@@ -101,10 +131,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: Any) -> int:
+    if (args.dry_run or args.log is not None) and args.layout is None:
+        raise CommandError("--dry-run and --log go with --layout FILE")
+    if args.layout is not None:
+        return _layout(args)
     for option in ("queue", "appq", "rmq"):
         if getattr(args, option) is not None:
             queues = queue_names(getattr(args, option), f"--{option}")
             return administer(option, _parts(args), queues, args.force)
+    if args.action in ("layout-show", "layout-clear"):
+        if args.parts:
+            raise CommandError(f"--{args.action} takes no partition names")
+        if args.action == "layout-clear":
+            with connect_system() as system:
+                system.set_queue_layout("", False)
+            print("no queue layout: every queue runs on the whole machine")
+            return 0
+        return layout.show_layout()
     if args.action in LISTINGS:
         if args.parts:
             raise CommandError(f"{_option(args.action)} takes no partition names")
@@ -119,6 +162,24 @@ def _run(args: Any) -> int:
         print(f"failed now: {' '.join(outcome['failed']) or 'none'}")
         return 0
     return administer(args.action, parts, force=args.force)
+
+
+def _layout(args: Any) -> int:
+    if args.parts:
+        raise CommandError("--layout takes no partition names")
+    if not args.dry_run:
+        if args.log is not None:
+            raise CommandError("--log goes with --dry-run")
+        return layout.set_layout(args.layout, args.force)
+    if args.log is None:
+        raise CommandError("--dry-run needs --log LOG, the job log to replay")
+    from cobaltlite.partitioning.whatif import since_moment  # the replay stack: only here
+
+    try:
+        since = since_moment(args.since)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    return layout.dry_run(args.layout, args.log, since, "default")
 
 
 def _parts(args: Any) -> list[str]:

@@ -244,6 +244,8 @@ QUEUE_COLUMNS: dict[str, Column] = {
     "groups": _restriction("groups"),
     "mintime": _restriction("mintime", _duration),
     "maxtime": _restriction("maxtime", _duration),
+    "minnodes": _restriction("minnodes"),
+    "maxnodes": _restriction("maxnodes"),
     "maxrunning": _restriction("maxrunning"),
     "maxtotaljobs": _restriction("maxtotaljobs"),
     "maxqueued": _restriction("maxqueued"),

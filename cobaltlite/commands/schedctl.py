@@ -27,6 +27,7 @@ from cobaltlite.commands.common import (
     add_help_option,
     connect_queue_manager,
     connect_system,
+    read_input,
     report_results,
     run_command,
 )
@@ -165,7 +166,9 @@ def _scheduler(args: Any) -> int:
         elif args.unset_tunable is not None:
             _print_tuning(scheduler.unset_tunable(args.unset_tunable))
         elif args.tuning is not None:
-            _print_tuning(scheduler.load_tuning(_read_text(args.tuning), str(args.tuning)))
+            _print_tuning(scheduler.load_tuning(
+                read_input(args.tuning, f"{args.tuning}: cannot read the tuning scheme"),
+                str(args.tuning)))
         else:
             status = scheduler.status()
             print(f"Job Scheduling: {'ENABLED' if status['active'] else 'DISABLED'}")
@@ -187,14 +190,6 @@ def _scheduler(args: Any) -> int:
         raise CommandError(f"cannot reach the scheduler at {config.admin_socket}: {exc} "
                            "(is `cobaltlite up` running?)") from None
     return 0
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CommandError(f"{path}: cannot read the tuning scheme: "
-                           f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _tunable_setting(text: str) -> tuple[str, float]:
@@ -277,14 +272,15 @@ def _check(path: Path) -> int:
     return 0
 
 
-def _current_policy(args: Any) -> UtilityFunction:
-    name = args.current
+def current_policy(queue: str, name: str | None = None) -> UtilityFunction:
+    """The utility function `name`, else the one `queue` ranks by now (asked of the queue
+    manager): a builtin or a function of the configured utility file."""
     if name is None:
         with connect_queue_manager() as qm:
             queues = {q["name"]: q for q in qm.queues()}
-        if args.queue not in queues:
-            raise CommandError(f"queue {args.queue!r} does not exist")
-        name = queues[args.queue]["policy"]
+        if queue not in queues:
+            raise CommandError(f"queue {queue!r} does not exist")
+        name = queues[queue]["policy"]
     try:
         return builtin_policy(name)
     except PolicyError:
@@ -318,7 +314,7 @@ def _try(args: Any) -> int:
     if args.policy not in candidates:
         raise CommandError(f"{args.try_file} has no function {args.policy!r} "
                            f"(it has: {', '.join(candidates)})")
-    current = _current_policy(args)
+    current = current_policy(args.queue, args.current)
     machine = args.machine or load_config().machine
     runs = []
     for label, policy in ((f"{current.name} (current)", current),

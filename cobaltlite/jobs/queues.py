@@ -89,6 +89,8 @@ def _names(key: str, value: str) -> str:
 RESTRICTIONS: dict[str, Callable[[str, str], Any]] = {
     "maxtime": _duration,
     "mintime": _duration,
+    "maxnodes": _count,
+    "minnodes": _count,
     "users": _names,
     "groups": _names,
     "maxqueued": _count,
@@ -139,10 +141,14 @@ def parse_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def check_time_order(restrictions: Mapping[str, Any]) -> None:
+    """SettingError when a minimum (mintime, minnodes) exceeds its maximum."""
     mintime, maxtime = restrictions.get("mintime"), restrictions.get("maxtime")
     if mintime is not None and maxtime is not None and mintime > maxtime:
         raise SettingError(f"mintime {format_hms(mintime)} is longer than maxtime "
                            f"{format_hms(maxtime)}")
+    minnodes, maxnodes = restrictions.get("minnodes"), restrictions.get("maxnodes")
+    if minnodes is not None and maxnodes is not None and minnodes > maxnodes:
+        raise SettingError(f"minnodes {minnodes} is more than maxnodes {maxnodes}")
 
 
 def check_unset_keys(keys: Iterable[Any]) -> list[str]:
@@ -233,12 +239,16 @@ def admission_error(queue: Mapping[str, Any], user: str, groups: Iterable[str], 
     if not restrictions:
         return None
     name = queue["name"]
-    maxtime = restrictions.get("maxtime")
-    if maxtime is not None and walltime > maxtime:
-        return f"Walltime greater than the '{name}' queue max walltime of {format_hms(maxtime)}"
-    mintime = restrictions.get("mintime")
-    if mintime is not None and walltime < mintime:
-        return f"Walltime less than the '{name}' queue min walltime of {format_hms(mintime)}"
+    ranges: tuple[tuple[str, int, str, str, Callable[[int], str]], ...] = (
+        ("Walltime", walltime, "time", "walltime", format_hms),
+        ("Nodes", nodes, "nodes", "nodes", str))
+    for quantity, value, key, unit, show in ranges:
+        most = restrictions.get(f"max{key}")
+        if most is not None and value > most:
+            return f"{quantity} greater than the '{name}' queue max {unit} of {show(most)}"
+        least = restrictions.get(f"min{key}")
+        if least is not None and value < least:
+            return f"{quantity} less than the '{name}' queue min {unit} of {show(least)}"
     users = restrictions.get("users")
     if users and users != "*" and user not in users.split(":"):
         return f"You are not allowed to submit to the '{name}' queue"

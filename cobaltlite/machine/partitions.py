@@ -14,10 +14,12 @@ Blue Gene/P layouts are not supported (a partition there would be a set of block
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from cobaltlite.errors import InputError
+from cobaltlite.machine.bits import iter_bits, mask_to_ranges, ranges_to_mask
+from cobaltlite.machine.description import FlatDescription
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.partitioning.layout import QueueLayout
 
@@ -35,14 +37,12 @@ class QueuePartitions:
     pool: PlaceSet                 # the common pool's places (empty: none)
     tau_pf: float | None           # a job whose priority factor exceeds it may use the pool
     priority: Mapping[str, float]  # queue -> queue priority (the pf's factor)
-    layout: QueueLayout | None = field(default=None, compare=False)
-    """The layout these were laid out from, when they were (for reports; never scheduled on)."""
 
     @classmethod
     def from_layout(cls, layout: QueueLayout, machine: Machine) -> QueuePartitions:
         """Partitions as contiguous node ranges in the layout's queue order from node 0, the
         pool the next `layout.pool` nodes; InputError if the machine cannot hold them."""
-        if machine.min_block_size != 1 or getattr(machine, "sizes", None) is not None:
+        if not isinstance(machine.description, FlatDescription):
             raise InputError(f"queue layout: machine {machine.name!r} is a Blue Gene/P; queue "
                              "partitions are laid out on flat machines only")
         layout.check(machine.total_nodes)
@@ -51,8 +51,10 @@ class QueuePartitions:
         for q in layout.queues:
             own[q.name] = node_range(first, q.nodes)
             first += q.nodes
-        return cls(own, node_range(first, layout.pool), layout.tau_pf,
-                   {q.name: q.priority for q in layout.queues}, layout)
+        partitions = cls(own, node_range(first, layout.pool), layout.tau_pf,
+                         {q.name: q.priority for q in layout.queues})
+        partitions.check(machine)
+        return partitions
 
     def could_hold(self, queue: str, nodes: int) -> bool:
         """Whether a job of `nodes` nodes of `queue` (a layout queue) could ever run: in its
@@ -80,16 +82,37 @@ class QueuePartitions:
                 seen[place] = label
 
     def to_wire(self) -> dict[str, Any]:
-        """Plain data for Pyro5 (node ranges as lists of names)."""
-        return {"own": {q: sorted(p, key=_node_order) for q, p in self.own.items()},
-                "pool": sorted(self.pool, key=_node_order), "tau_pf": self.tau_pf,
-                "priority": dict(self.priority)}
+        """Plain data for Pyro5, with node ranges as `0-15,32` (what users read too)."""
+        return {"own": {q: _ranges(p) for q, p in self.own.items()}, "pool": _ranges(self.pool),
+                "tau_pf": self.tau_pf, "priority": dict(self.priority)}
+
+    def listing(self, machine_nodes: int) -> dict[str, Any]:
+        """What an admin reads: each queue's nodes, the pool, and the rest (no partition's:
+        where the queues the layout does not name run), as node ranges."""
+        taken = node_mask(self.pool.union(*self.own.values()))
+        return {"queues": [{"name": q, "nodes": len(p), "places": _ranges(p),
+                            "priority": self.priority.get(q, 1.0)} for q, p in self.own.items()],
+                "pool": _ranges(self.pool), "tau_pf": self.tau_pf,
+                "rest": mask_to_ranges(((1 << machine_nodes) - 1) & ~taken)}
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> QueuePartitions:
-        return cls({q: frozenset(p) for q, p in data["own"].items()}, frozenset(data["pool"]),
+        return cls({q: _names(p) for q, p in data["own"].items()}, _names(data["pool"]),
                    data["tau_pf"], dict(data["priority"]))
 
 
 def _node_order(name: str) -> tuple[int, str]:
     return (int(name), "") if name.isdigit() else (-1, name)
+
+
+def node_mask(places: PlaceSet) -> int:
+    """A flat machine's node names as a mask."""
+    return sum(1 << int(name) for name in places)
+
+
+def _ranges(places: PlaceSet) -> str:
+    return mask_to_ranges(node_mask(places))
+
+
+def _names(ranges: str) -> PlaceSet:
+    return frozenset(str(n) for n in iter_bits(ranges_to_mask(ranges)))

@@ -174,9 +174,18 @@ def layout_yaml(layout: QueueLayout, machine_nodes: int) -> str:
 def read_layout(path: Path) -> tuple[QueueLayout, int]:
     """A layout file and its machine size; errors name the file and the key."""
     try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"
+                         ) from None
+    return parse_layout(text, str(path))
+
+
+def parse_layout(text: str, path: str) -> tuple[QueueLayout, int]:
+    """A layout's YAML text and its machine size; errors name `path` (where the text came
+    from) and the key, or the line of a YAML syntax error."""
+    try:
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not YAML: {exc}") from None
     if not isinstance(doc, dict):
@@ -192,7 +201,7 @@ def read_layout(path: Path) -> tuple[QueueLayout, int]:
         raise InputError(f"{path}: queues: give a list of queues")
     queues = [_queue(item, f"{path}: queues[{i}]") for i, item in enumerate(raw)]
     layout = QueueLayout(tuple(queues), pool, None if tau is None else float(tau))
-    layout.check(machine_nodes, str(path))
+    layout.check(machine_nodes, path)
     return layout, machine_nodes
 
 

@@ -20,9 +20,11 @@ from cobaltlite.qsim.eet_command import share_model
 from cobaltlite.qsim.fairness import FAIR_START_METHODS
 from cobaltlite.qsim.metrics import (
     metrics_markdown,
+    output_console,
     print_comparison,
     print_metrics,
 )
+from cobaltlite.qsim.queue_metrics import queue_table
 from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, policy_named, replay
 from cobaltlite.scheduler.scheduler import MAX_WINDOW, Backfill, check_window
 from cobaltlite.scheduler.slack import SlackSettings
@@ -477,6 +479,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_comparison(named)
     else:
         print_metrics(first.metrics, title=f"{title}, {first.settings.policy.name}")
+        if "by_queue" in first.metrics:
+            output_console().print(queue_table(first.metrics["by_queue"]))
     if eet_model is not None:
         eet_named = [(r.settings.policy.name, r.metrics["eet"]) for r, _ in reports]
         if args.markdown:

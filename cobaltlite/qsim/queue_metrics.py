@@ -10,22 +10,19 @@ its nodes and utilization too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from cobaltlite.machine.bits import ranges_to_mask
-from cobaltlite.machine.partitions import QueuePartitions
+from cobaltlite.machine.partitions import QueuePartitions, node_mask
+from cobaltlite.qsim.metrics import human_duration
 from cobaltlite.qsim.outcome import JobOutcome
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 STARVATION_TIME = 24 * 3600.0
 """Seconds of wait after which a job starves (seed 002 §III: the Cray's 24 hours)."""
-
-
-def _mask(places: frozenset[str]) -> int:
-    mask = 0
-    for name in places:
-        mask |= 1 << int(name)
-    return mask
 
 
 def queue_metrics(outcomes: Sequence[JobOutcome], partitions: QueuePartitions,
@@ -34,8 +31,8 @@ def queue_metrics(outcomes: Sequence[JobOutcome], partitions: QueuePartitions,
     """{"starvation_time": s, "queues": {queue: figures}, "pool": {nodes, utilization}}."""
     span_start = min((o.submit_time for o in outcomes), default=0.0)
     span = max((o.end_time for o in outcomes), default=0.0) - span_start
-    pool_mask = _mask(partitions.pool)
-    own_masks = {q: _mask(p) for q, p in partitions.own.items()}
+    pool_mask = node_mask(partitions.pool)
+    own_masks = {q: node_mask(p) for q, p in partitions.own.items()}
     rows: dict[str, dict[str, Any]] = {}
     pool_work = 0.0
     for queue, places in partitions.own.items():
@@ -74,3 +71,29 @@ def queue_metrics(outcomes: Sequence[JobOutcome], partitions: QueuePartitions,
                  "utilization": pool_work / (pool_nodes * span) if span > 0 and pool_nodes
                  else None},
     }
+
+
+def queue_table(by_queue: Mapping[str, Any]) -> Table:
+    """`queue_metrics`' figures as the table qsim prints after the replay's metrics."""
+    from rich.table import Table
+
+    pool = by_queue["pool"]
+    used = "" if pool["utilization"] is None else f", {pool['utilization']:.1%} used"
+    table = Table(title=f"Per queue (common pool {pool['nodes']} nodes{used}, tau_pf "
+                        f"{by_queue['tau_pf']}; starving: waited over "
+                        f"{human_duration(by_queue['starvation_time'])}), seed 002",
+                  title_justify="left")
+    for name in ("queue", "nodes", "priority", "jobs", "mean wait", "max wait", "mean BSD",
+                 "utilization", "on pool", "starving", "starved beyond"):
+        table.add_column(name, justify="left" if name == "queue" else "right")
+    for queue, row in by_queue["queues"].items():
+        mean, top = row["mean_wait"], row["max_wait"]
+        table.add_row(
+            queue, str(row["partition_nodes"]), f"{row['priority']:g}", f"{row['jobs']:,}",
+            "-" if mean is None else human_duration(mean),
+            "-" if top is None else human_duration(top),
+            "-" if row["mean_bounded_slowdown"] is None else f"{row['mean_bounded_slowdown']:.2f}",
+            "-" if row["utilization"] is None else f"{row['utilization']:.1%}",
+            f"{row['jobs_on_pool']:,}", f"{row['starving_jobs']:,}",
+            human_duration(row["starvation_seconds"]))
+    return table

@@ -39,6 +39,12 @@ class QsimQueueManagerAPI:
     def start_job(self, jobid: int, location: str) -> bool:
         return self._qsim.start_job(jobid, location)
 
+    def jobs(self) -> list[dict[str, Any]]:
+        """The queued jobs' ids and submission times: what the scheduler daemon reads for a
+        job's queued time (the common pool's priority factor, seed 002)."""
+        return [{"jobid": j.jobid, "submittime": j.submit_time}
+                for j in self._qsim.queued_jobs()]
+
     def reservation_windows(self) -> list[list[Any]]:
         return [w.to_row() for w in self._qsim.windows()]
 
@@ -64,7 +70,9 @@ class QsimSystemAPI:
                 "failed": self._qsim.machine().failed_components(), "forecast": None,
                 "unscheduled": [], "inactive": [],
                 "queue_places": {"queues": {q: sorted(p) for q, p in
-                                            self._qsim.queue_places.items()}, "open": None}}
+                                            self._qsim.queue_places.items()}, "open": None},
+                "queue_partitions": (None if self._qsim.partitions is None
+                                     else self._qsim.partitions.to_wire())}
 
 
 def serve_qsim(qsim: Qsim, config: Config) -> list:

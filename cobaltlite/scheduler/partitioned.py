@@ -101,15 +101,24 @@ class _RegionSite:
     ranked by the outer pass) and starts passed on to the real queue manager with the real
     machine's node numbers."""
 
-    def __init__(self, region: Region, queue_manager: QueueManagerView, now: float) -> None:
+    def __init__(self, region: Region, queue_manager: QueueManagerView) -> None:
         self.region = region
         self.queue_manager = queue_manager
-        self.now = now
+        self.now = 0.0
         self.carved: FlatMachine | None = None
         self.jobs: list[SchedulableJob] = []
         self.fixed_order = False
         self.started: dict[int, str] = {}  # jobid -> real location, this pass
         self.windows: list[Window] = []
+        self._walls: dict[int, float] | None = None
+
+    def begin(self, carved: FlatMachine, jobs: list[SchedulableJob], fixed_order: bool,
+              now: float, windows: list[Window]) -> None:
+        """Set up this pass in the region: its machine as carved now, its jobs in rank order."""
+        self.carved, self.jobs, self.fixed_order, self.now = carved, jobs, fixed_order, now
+        self.windows = windows
+        self.started = {}
+        self._walls = None
 
     # the queue-manager face
     def schedulable_jobs(self) -> list[SchedulableJob]:
@@ -124,8 +133,9 @@ class _RegionSite:
         real = mask_to_ranges(self.region.to_global(local))
         if not self.queue_manager.start_job(jobid, real):
             return False
-        wall = next(job.wall_time for job in self.jobs if job.jobid == jobid)
-        self.carved.allocate(location, jobid, self.now + wall)
+        if self._walls is None:  # the first start of this pass in this region
+            self._walls = {job.jobid: job.wall_time for job in self.jobs}
+        self.carved.allocate(location, jobid, self.now + self._walls[jobid])
         self.started[jobid] = real
         return True
 
@@ -167,8 +177,8 @@ class PartitionedPass:
 
     def _regions(self, partitions: QueuePartitions, machine: FlatMachine) -> _Layout:
         layout = self._layout
-        if layout is not None and layout.partitions == partitions:
-            return layout
+        if layout is not None and layout.partitions is partitions:
+            return layout  # the same object every pass until the layout changes
         own = {q: Region(q, machine.mask_of(p)) for q, p in partitions.own.items()}
         pool = Region(POOL, machine.mask_of(partitions.pool))
         taken = pool.mask
@@ -215,17 +225,18 @@ class PartitionedPass:
             return  # nothing can start there at this instant
         entry = self._schedulers.get(region)
         if entry is None:
-            site = _RegionSite(region, self._queue_manager, now)
+            site = _RegionSite(region, self._queue_manager)
             entry = (self._make_scheduler(site, site, site.reservations), site)
             self._schedulers[region] = entry
         scheduler, site = entry
         failures = machine.failures
-        site.carved = machine.carve(
-            region.mask, region.to_local, f"{machine.name}:{region.name}",
-            None if isinstance(failures, NoFailures) else _RenamedChance(failures, region))
-        site.now, site.jobs, site.fixed_order, site.started = now, jobs, fixed_order, {}
-        site.windows = [replace(w, places=region.local_names(w.places),
-                                inside=region.local_names(w.inside)) for w in windows]
+        site.begin(
+            machine.carve(region.mask, region.to_local, f"{machine.name}:{region.name}",
+                          None if isinstance(failures, NoFailures)
+                          else _RenamedChance(failures, region)),
+            jobs, fixed_order, now,
+            [replace(w, places=region.local_names(w.places), inside=region.local_names(w.inside))
+             for w in windows])
         sub = scheduler.iterate()
         report.started.extend((jobid, site.started[jobid]) for jobid, _ in sub.started)
         if report.drain is None and sub.drain is not None:

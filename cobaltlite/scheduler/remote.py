@@ -32,7 +32,8 @@ class RemoteJob:
     wall_time: float
     score: float
     threshold: float
-    # Read only when the scheduler ranks by the balanced priority itself (balance_factor set).
+    # Read only when the scheduler ranks by the balanced priority itself (balance_factor set)
+    # or for the common pool's priority factor (a queue layout with a pool).
     queued_time: float = 0.0
     user_name: str = ""
     project: str = ""
@@ -141,16 +142,23 @@ class RemoteSite:
                 in self.queue_manager.schedulable_jobs()]
         self._queues = {job.queue for job in jobs}
         self._walltime = {j.jobid: j.wall_time for j in jobs}
+        pool = self._partitions is not None and self._partitions.tau_pf is not None \
+            and bool(self._partitions.pool)
+        if jobs and (pool or self.balance_factor is not None):
+            self._set_queued_times(jobs)  # the pool's priority factor or the balanced priority
         if self.balance_factor is not None and jobs:
             self._rank_balanced(jobs, self.balance_factor)
         return jobs
 
-    def _rank_balanced(self, jobs: list[RemoteJob], bf: float) -> None:
-        """Score `jobs` with seed 000's balanced priority (eqs. 1-3) and `bf` (bare scores)."""
+    def _set_queued_times(self, jobs: list[RemoteJob]) -> None:
         now = self.clock.now()
         submitted = {j["jobid"]: j["submittime"] for j in self.queue_manager.jobs()}
         for job in jobs:
             job.queued_time = now - submitted.get(job.jobid, now)
+
+    def _rank_balanced(self, jobs: list[RemoteJob], bf: float) -> None:
+        """Score `jobs` with seed 000's balanced priority (eqs. 1-3) and `bf` (bare scores)."""
+        now = self.clock.now()
         if self._balanced is None or self._balanced.options.get("balance_factor") != bf:
             self._balanced = with_balance_factor(builtin_policy("balanced"), bf)
         inputs = PassInputs(now, self._machine.total_nodes, self._machine.min_block_size)

@@ -20,6 +20,10 @@ from cobaltlite.system.admin import ACTIONS
 from cobaltlite.system.forecast import ForecastError
 from cobaltlite.system.service import SystemService
 
+MAX_LAYOUT_TEXT = 64 * 1024
+"""Characters of a queue layout sent to set_queue_layout: some thousand job classes, far more
+than any machine needs, while checking their overlaps (quadratic) stays quick."""
+
 
 @Pyro5.api.expose
 class SystemAPI:
@@ -113,6 +117,25 @@ class SystemControlAPI:
         if not isinstance(force, bool):
             raise ValueError("force must be true or false")
         return self._service.administer(action, _components(places), queues, force, by)
+
+    def set_queue_layout(self, yaml_text: str, dry_run: bool = False) -> dict[str, Any]:
+        """Check a queue layout (partadm --layout; YAML, docs/hybrid-queues.md) and, unless
+        `dry_run`, make it the active one from the scheduler's next pass, kept across restarts.
+        Blank text removes the layout. Admin only, a dry run too: partadm asks it before it
+        creates queues, so a plain user is refused before anything changes. Returns each
+        queue's nodes, the pool and the rest as node ranges."""
+        if not isinstance(yaml_text, str) or len(yaml_text) > MAX_LAYOUT_TEXT:
+            raise ValueError(f"give the queue layout as YAML text of at most "
+                             f"{MAX_LAYOUT_TEXT} characters")
+        by = self._require_admin("partadm --layout" if yaml_text.strip()
+                                 else "partadm --layout-clear")
+        if not isinstance(dry_run, bool):
+            raise ValueError("dry_run must be true or false")
+        return self._service.set_queue_layout(yaml_text, dry_run, by)
+
+    def queue_layout(self) -> str | None:
+        """The active queue layout's YAML text (partadm --layout-show); None: no layout."""
+        return self._service.queue_layout()
 
     def set_forecast(self, entries: list[list[Any]]) -> int:
         """Replace the failure forecast with `entries` ([component, P_f] or [component, P_f,

@@ -74,7 +74,7 @@ import structlog
 from Pyro5.errors import CommunicationError
 
 from cobaltlite.clock import Clock
-from cobaltlite.errors import MachineError
+from cobaltlite.errors import InputError, MachineError
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.system import procfs
@@ -82,6 +82,7 @@ from cobaltlite.system.admin import CHECKED_WITH_QUEUES, PlaceKeeper
 from cobaltlite.system.agents import NodeAgents, describe
 from cobaltlite.system.files import write_json
 from cobaltlite.system.forecast import ForecastKeeper
+from cobaltlite.system.layout_store import LayoutKeeper
 from cobaltlite.system.runner import start_runner
 
 log = structlog.get_logger("system")
@@ -149,6 +150,7 @@ class SystemService:
         self._fail_again()
         self._waiting_jobs = waiting_jobs
         self.places = PlaceKeeper(self.machine, self.dir / "places-admin")
+        self.layout = LayoutKeeper(self.machine, self.dir)
 
     # ---- what others ask ----------------------------------------------------------------
 
@@ -175,7 +177,8 @@ class SystemService:
                     "forecast": self.forecast.wire(known_forecast),
                     "unscheduled": sorted(self.places.state.deleted | self.places.state.disabled),
                     "inactive": sorted(self.places.state.inactive),
-                    "queue_places": self.places.place_map}
+                    "queue_places": self.places.place_map,
+                    "queue_partitions": self.layout.wire}
 
     def partitions(self) -> list[dict[str, Any]]:
         """The machine's block states, each held place shown in its job's phase, with the
@@ -323,6 +326,32 @@ class SystemService:
             log.warning("places administered", action=action, places=places, queues=queues,
                         force=force, by=by)
             return state.to_json()
+
+    # ---- the queue layout (partadm --layout; seed 002, docs/hybrid-queues.md) ---------------
+
+    def set_queue_layout(self, text: str, dry_run: bool, by: str) -> dict[str, Any]:
+        """Check a queue layout's YAML on this machine (laid_out) and, unless `dry_run`, make
+        it the active one, kept across restarts (LayoutKeeper): the scheduler places by it from
+        its next pass (running jobs keep their nodes). Blank text removes the layout. Returns
+        the partitions as node ranges (`QueuePartitions.listing`, empty without a layout);
+        ValueError saying what is wrong, and nothing changes."""
+        with self._lock:
+            try:
+                partitions = (self.layout.check(text) if dry_run else self.layout.change(text))
+            except InputError as exc:
+                raise ValueError(f"nothing changed: {exc}") from None
+            except OSError as exc:
+                raise ValueError(f"nothing changed: the layout cannot be recorded: {exc}"
+                                 ) from None
+            if not dry_run:
+                log.warning("queue layout set", by=by, queues=sorted(partitions.own)
+                            if partitions is not None else None)
+            return {} if partitions is None else partitions.listing(self.machine.total_nodes)
+
+    def queue_layout(self) -> str | None:
+        """The active queue layout's YAML as it was given, or None."""
+        with self._lock:
+            return self.layout.text
 
     # ---- the failure forecast ------------------------------------------------------------
 
