@@ -4,6 +4,7 @@ inside it and nowhere else, others never overlap it, a cyclic one rolls."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -201,3 +202,49 @@ def test_a_live_cyclic_reservation_rolls(instance: Instance) -> None:
     records = [r[0] for r in accounting(instance) if r[1] == "cyc"]
     assert records == ["Y", "F"], records
     assert run(instance, "releaseres", "cyc").returncode == 0
+
+
+def test_cqmetrics_shows_what_a_live_maintenance_window_costs() -> None:
+    """A maintenance window booked with setres on nodes 2-3 of an idle 4-node machine holds
+    them idle and pushes a queued 4-node job back to the window's end: cqmetrics shows both
+    (the nodes, the share of the machine, the job and its delay), and after releaseres the job
+    runs and the cost is gone."""
+    instance = Instance(machine="flat:4").start_retrying()
+    try:
+        def current() -> dict[str, float]:
+            shown = run(instance, "cqmetrics", "--json", "--since", "0")
+            assert shown.returncode == 0, shown.stderr
+            return dict(json.loads(shown.stdout)["current"]["values"])
+
+        before = until(lambda: (lambda v: v if "reserved_nodes" in v else None)(current()), 20,
+                       "a first sample")
+        assert before["reserved_nodes"] == before["reservation_delayed_jobs"] == 0
+        booked = time.time()
+        made = run(instance, "setres", "-n", "maint", "-s", "now", "-d", "5", "-p", "2:3")
+        assert made.returncode == 0, made.stderr
+        big = instance.qsub("-n", "4", "-t", "10", "/bin/true")
+        cost = until(lambda: (lambda v: v if v["reservation_delayed_jobs"] == 1 else None)(
+            current()), 20, "the maintenance window's cost in a sample")
+        assert cost["reserved_nodes"] == cost["reserved_idle_nodes"] == 2
+        assert cost["reserved_idle_share"] == 0.5
+        # Without the window the job starts now; with it, when the window ends (5 minutes
+        # after it was booked, less the time the sample took to come).
+        assert 300 - (time.time() - booked) - 3 <= cost["reservation_delay_mean"] <= 300 + 3
+        assert cost["reservation_delay_max"] == cost["reservation_delay_mean"]
+        text = run(instance, "cqmetrics", "--since", "0").stdout
+        assert re.search(r"^Reservations: 2 nodes reserved now, 2 of them held idle \(50\.0 % "
+                         r"of the machine\); 1 queued job starts later because of them, by "
+                         r"00:0[45]:\d\d on average, 00:0[45]:\d\d at most$", text, re.M), text
+        assert instance.job(big)["state"] == "queued"
+
+        assert run(instance, "releaseres", "maint").returncode == 0
+        instance.wait_for(big, {"running", "exiting", "done"}, timeout=30)
+        after = until(lambda: (lambda v: v if v["reserved_nodes"] == 0 else None)(current()),
+                      20, "a sample after releaseres")
+        assert after["reservation_delayed_jobs"] == after["reserved_idle_nodes"] == 0
+        # The history is the before/after view: nothing held, held, nothing held again.
+        shown = run(instance, "cqmetrics", "--json", "--since", "10", "--limit", "1000")
+        idle = [s["values"]["reserved_idle_nodes"] for s in json.loads(shown.stdout)["history"]]
+        assert idle[0] == 0 and 2 in idle and idle[-1] == 0, idle
+    finally:
+        instance.stop()

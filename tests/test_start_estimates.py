@@ -17,7 +17,7 @@ from test_live_jobs import script
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import builtin_policy
-from cobaltlite.qsim.engine import Qsim
+from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.qsim.fork import estimate_start_times
 from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill
@@ -85,6 +85,89 @@ def test_qsim_estimates_equal_the_starts_when_nothing_new_arrives(
     assert hook.estimates == started_later
     assert all(int(node) < 4 for o in result.outcomes if o.queue == "mapped"
                for node in _nodes(o.location))
+
+
+_MACHINES = {spec: build_machine(load_description(spec)) for spec in ("flat:8", "bgp-2rack")}
+"""Empty machines the pruning test reuses (an estimate leaves its machine empty)."""
+_MAPPED_PLACES = {"flat:8": MAPPED["mapped"],
+                  "bgp-2rack": frozenset({"ANL-R00-M0-512", "ANL-R00-M1-512", "ANL-R00-1024"})}
+
+
+@settings(max_examples=80, deadline=None)
+@given(spec=st.sampled_from(sorted(_MACHINES)),
+       policy=st.sampled_from(["fcfs", "default", "high_prio", "wfp3", "wfp1", "fat", "fcsj"]),
+       backfill=st.sampled_from([Backfill.EASY, Backfill.NONE]),
+       running=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 60)), max_size=4),
+       queued=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 60), st.integers(0, 100),
+                                 st.booleans(), st.integers(0, 2)), min_size=1, max_size=25))
+def test_passes_seeing_only_the_jobs_that_matter_estimate_as_passes_seeing_all(
+        spec: str, policy: str, backfill: Backfill, running: list[tuple[int, int]],
+        queued: list[tuple[int, int, int, bool, int]]) -> None:
+    """The pruned forks (fixed rank orders, and scores computed as arrays for the time-varying
+    builtins) give the very starts of forks whose every pass ranks the whole queue: on a flat
+    machine and on Blue Gene/P blocks, with a queue mapped to some places, equal scores
+    (equal submissions and requests) and queue priorities."""
+    machine = _MACHINES[spec]
+    unit = machine.min_block_size  # sizes in blocks of the smallest size, so jobs fit
+    now = 1000.0
+    ending = []
+    for k, (size, left) in enumerate(running):
+        where = machine.find_location(size * unit, 60.0, now)
+        if where is None:
+            continue
+        machine.allocate(where, 1000 + k, 0.0)
+        ending.append(SimJob(1000 + k, size * unit, 60.0, 60.0, now - 100, "u", "p", "default",
+                             start_time=now - 60 + left, location=where))
+    for jobid in list(machine.held_by()):
+        machine.release(jobid)
+    waiting = [SimJob(i + 1, size * unit, float(wall), float(wall), now - 10 * age, "u", "p",
+                      "mapped" if mapped else "default", queue_priority=priority)
+               for i, (size, wall, age, mapped, priority) in enumerate(queued)]
+    places = {"mapped": _MAPPED_PLACES[spec]}
+    chosen = builtin_policy(policy)
+    pruned = estimate_start_times(machine, now, ending, waiting, chosen, backfill,
+                                  queue_places=places)
+    full = estimate_start_times(machine, now, ending, waiting, chosen, backfill,
+                                queue_places=places, prune=False)
+    assert pruned == full
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes=st.integers(4, 16), failed=st.lists(st.integers(0, 15), max_size=3),
+       policy=st.sampled_from(["fcfs", "default", "high_prio"]),
+       running=st.lists(st.tuples(st.integers(1, 6), st.integers(-20, 60)), max_size=5),
+       queued=st.lists(st.tuples(st.integers(1, 16), st.integers(1, 60), st.integers(0, 3),
+                                 st.integers(0, 2)), min_size=1, max_size=30))
+def test_one_conservative_plan_gives_every_start_of_the_forward_replay(
+        nodes: int, failed: list[int], policy: str, running: list[tuple[int, int]],
+        queued: list[tuple[int, int, int, int]]) -> None:
+    """Conservative backfilling, a fixed rank order, a flat machine: after the passes at the
+    fork's first instant, the reservations of one plan of the queue are the starts the forward
+    replay finds pass after pass (overdue running jobs, failed nodes, equal submissions and
+    queue priorities included; jobs larger than the nodes in service never start)."""
+    machine = build_machine(load_description(f"flat:{nodes}"))
+    for node in failed:
+        if node < nodes:
+            machine.fail(str(node))
+    now = 1000.0
+    ending = []
+    for k, (size, left) in enumerate(running):
+        where = machine.find_location(size, 60.0, now)
+        if where is None:
+            continue
+        machine.allocate(where, 1000 + k, 0.0)
+        ending.append(SimJob(1000 + k, size, 60.0, 60.0, now - 100, "u", "p", "default",
+                             start_time=now - 60 + left, location=where))
+    for jobid in list(machine.held_by()):
+        machine.release(jobid)
+    waiting = [SimJob(i + 1, min(size, nodes), float(wall), float(wall), now - 10 * age, "u",
+                      "p", "default", queue_priority=priority)
+               for i, (size, wall, age, priority) in enumerate(queued)]
+    chosen = builtin_policy(policy)
+    planned = estimate_start_times(machine, now, ending, waiting, chosen, Backfill.CONSERVATIVE)
+    replayed = estimate_start_times(machine, now, ending, waiting, chosen,
+                                    Backfill.CONSERVATIVE, prune=False)
+    assert planned == replayed
 
 
 def _nodes(location: str) -> list[str]:

@@ -24,13 +24,16 @@ from cobaltlite.commands.common import (
     run_command,
 )
 from cobaltlite.metrics_monitor.catalog import METRICS
+from cobaltlite.timefmt import format_hms
 
 PROG = "cqmetrics"
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 HISTORY_COLUMNS = {"utilization": "Util", "utilization_1h": "Util_1h",
                    "queued_jobs": "Queued", "running_jobs": "Running",
                    "queue_depth": "Depth_min", "wait_mean": "Wait_mean",
-                   "loss_of_capacity": "LoC", "out_of_service": "OOS"}
+                   "loss_of_capacity": "LoC", "out_of_service": "OOS",
+                   "reserved_idle_nodes": "Res_idle", "reservation_delayed_jobs": "Res_delayed",
+                   "reservation_delay_mean": "Res_delay"}
 """The history table's columns (metric: title); --json carries every metric."""
 
 
@@ -84,6 +87,7 @@ def report(current: dict[str, Any], history: Sequence[dict[str, Any]]) -> list[s
     lines += format_table(["Metric", "Value", "Meaning"],
                           [[name, _number(values[name]), meaning]
                            for name, meaning in METRICS.items() if name in values])
+    lines += reservation_summary(values)
     if history:
         lines.append(f"History: {len(history)} samples from {_when(history[0]['time'])}")
         lines += format_table(["Time", *HISTORY_COLUMNS.values()],
@@ -91,6 +95,23 @@ def report(current: dict[str, Any], history: Sequence[dict[str, Any]]) -> list[s
                                                     for name in HISTORY_COLUMNS)]
                                for s in history])
     return lines
+
+
+def reservation_summary(values: dict[str, float]) -> list[str]:
+    """What the reservations cost now, in a sentence an admin reads (none when nothing is
+    reserved and nothing delayed)."""
+    held, idle = values.get("reserved_nodes", 0.0), values.get("reserved_idle_nodes", 0.0)
+    delayed = int(values.get("reservation_delayed_jobs", 0.0))
+    if not held and not delayed:
+        return []
+    share = f" ({100.0 * values.get('reserved_idle_share', 0.0):.1f} % of the machine)"
+    text = (f"Reservations: {held:.0f} nodes reserved now, {idle:.0f} of them held idle{share}; "
+            f"{delayed} queued job{' starts' if delayed == 1 else 's start'} later because of "
+            "them")
+    if delayed:
+        text += (f", by {format_hms(values.get('reservation_delay_mean', 0.0))} on average, "
+                 f"{format_hms(values.get('reservation_delay_max', 0.0))} at most")
+    return [text]
 
 
 def _number(value: float | None) -> str:

@@ -7,6 +7,8 @@ monitor", and docs/metric-aware.md for the tuning metrics (series.py).
 
 from __future__ import annotations
 
+from cobaltlite.reservations.cost import COST_METRICS
+
 WAIT_WINDOW = 3600.0
 """Seconds of the wait statistics' sliding window: the jobs that started in the last hour."""
 LOSS_SPAN = 86400.0
@@ -30,6 +32,9 @@ METRICS: dict[str, str] = {
     "out_of_service": "machine components out of service (failed: nodes, or midplanes on "
                       "Blue Gene/P)",
     "blocks_held": "places (blocks or node sets) held by jobs",
+    **COST_METRICS,
+    "reserved_idle_share": "reserved_idle_nodes / machine nodes: the capacity the reservations "
+                           "hold idle now",
 }
 """Name -> help text, in the order cqmetrics prints them."""
 

@@ -28,6 +28,7 @@ from cobaltlite.metrics_monitor.series import (
     StepSeries,
     monitored_values,
 )
+from cobaltlite.reservations.cost import COST_METRICS
 
 log = structlog.get_logger("metrics-monitor")
 
@@ -61,6 +62,7 @@ class Monitor:
         if state["forecast"] is not None:
             self._forecast_version = state["forecast"]["version"]
         started = self.queue_manager.started_since(now - WAIT_WINDOW)
+        reservation_cost = self.queue_manager.reservation_cost()
         queued = [j for j in jobs if j["state"] == "queued"]
         runnable = [j for j in queued if j["display_state"] == "queued"]
         running = [j for j in jobs if j["state"] in ("starting", "running", "killing")]
@@ -85,7 +87,10 @@ class Monitor:
                       "loss_of_capacity": wasted,
                       "loss_of_capacity_24h": self.loss.average(now, LOSS_SPAN),
                       "out_of_service": float(len(state["failed"])),
-                      "blocks_held": float(len(state["allocations"]))}
+                      "blocks_held": float(len(state["allocations"])),
+                      **{name: float(reservation_cost.get(name, 0.0)) for name in COST_METRICS}}
+            values["reserved_idle_share"] = \
+                values["reserved_idle_nodes"] / nodes if nodes else 0.0
             if self._history is not None:
                 self._history.append(now, values)
                 if self._retention is not None:

@@ -17,18 +17,16 @@ from cobaltlite.argtypes import moment, positive_int
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import FlatDescription
-from cobaltlite.partitioning.evaluate import Evaluation, PartitionEvaluator
-from cobaltlite.partitioning.layout import (
-    PartitionedQueue,
-    QueueLayout,
-    layout_yaml,
-    read_layout,
-    trace_layout,
+from cobaltlite.partitioning.configure import (
+    CHUNK_NODES,
+    DEGRADATION,
+    METHODS,
+    ConfigureSettings,
+    configure_layout,
 )
-from cobaltlite.partitioning.proportional import cpu_hours, proportional_sizes
+from cobaltlite.partitioning.evaluate import Evaluation
+from cobaltlite.partitioning.layout import QueueLayout, layout_yaml, read_layout, trace_layout
 from cobaltlite.traces.model import TraceJob
-
-METHODS = ("pp", "nlp", "dqr")
 
 EPILOG = """\
 example:
@@ -47,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qsim configure-queues",
         description="Choose queue partitions from a history log (seed 002): proportional "
-                    "(pp), the NLP partitioner (nlp), or NLP then split and merge (dqr).",
+                    "(pp), the NLP partitioner (nlp), NLP then split and merge (dqr), or dqr "
+                    "then a common pool carved from the partitions (hybrid).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", required=True, type=Path, metavar="FILE",
                         help="the history: an SWF trace (.swf or .swf.gz)")
@@ -66,16 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tolerance", type=float, default=0.2, metavar="T",
                         help="nlp/dqr: slack of the proportional constraint, in [0, 1) "
                              "(default 0.2; docs/hybrid-queues.md D002-2)")
+    parser.add_argument("--epochs", type=positive_int, default=3, metavar="N",
+                        help="nlp/dqr/hybrid: the history cut into N periods weighted 1/N .. N/N "
+                             "(default 3, seed 002 Table III)")
+    parser.add_argument("--chunk", type=positive_int, default=CHUNK_NODES, metavar="NODES",
+                        help=f"hybrid: nodes moved to the common pool per visit (default "
+                             f"{CHUNK_NODES}; docs/hybrid-queues.md D002-21)")
+    parser.add_argument("--degradation", type=float, default=DEGRADATION, metavar="F",
+                        help=f"hybrid: largest rise of a queue's or the overall mean wait kept, "
+                             f"as a fraction (default {DEGRADATION}, seed 002 §III)")
     parser.add_argument("--workers", type=positive_int, default=1, metavar="N",
                         help="replays run in parallel on N processes (default 1)")
     parser.add_argument("--out", type=Path, metavar="FILE",
                         help="write the layout here (YAML); default: standard output")
     return parser
-
-
-def _sized(layout: QueueLayout, sizes: Sequence[int]) -> QueueLayout:
-    return layout.with_queues(PartitionedQueue(q.name, q.classes, n, q.priority, q.parent)
-                              for q, n in zip(layout.queues, sizes, strict=True))
 
 
 def configure(args: argparse.Namespace) -> tuple[QueueLayout, int, Evaluation]:
@@ -91,27 +94,12 @@ def configure(args: argparse.Namespace) -> tuple[QueueLayout, int, Evaluation]:
     if not jobs:
         raise InputError(f"{args.trace}: no job in the history window")
     layout = trace_layout(jobs, total) if args.layout is None else read_layout(args.layout)[0]
-    routed, unrouted = layout.route(jobs)
-    if unrouted:
-        raise InputError(f"job {unrouted[0].jobid} of {args.trace} ({unrouted[0].nodes} nodes, "
-                         f"queue {unrouted[0].queue!r}) belongs to no queue of the layout")
-    largest = [max((j.nodes for j in routed[q.name]), default=1) for q in layout.queues]
-    if args.method == "pp":
-        layout = _sized(layout, proportional_sizes(
-            [cpu_hours(routed[q.name]) for q in layout.queues], total, largest))
-    else:
-        from cobaltlite.partitioning.nlp import nlp_sizes
-
-        result = nlp_sizes(layout, jobs, total, samples=args.samples, tolerance=args.tolerance,
-                           workers=args.workers)
-        layout = _sized(layout, result.sizes)
-    evaluator = PartitionEvaluator(jobs, total, args.workers)
-    if args.method == "dqr":
-        from cobaltlite.partitioning.reshape import reshape
-
-        layout, score, _ = reshape(layout, evaluator)
-    else:
-        score = evaluator.evaluate(layout)
+    settings = ConfigureSettings(args.method, args.samples, args.tolerance, args.epochs,
+                                 args.chunk, args.degradation, args.workers)
+    try:
+        layout, score = configure_layout(jobs, layout, total, settings)
+    except InputError as exc:
+        raise InputError(f"{args.trace}: {exc}") from None
     return layout, total, score
 
 
@@ -119,6 +107,8 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     if not 0 <= args.tolerance < 1:
         build_parser().error(f"--tolerance {args.tolerance}: give a number in [0, 1)")
+    if not args.degradation >= 0:
+        build_parser().error(f"--degradation {args.degradation}: give a fraction of 0 or more")
     try:
         layout, total, score = configure(args)
     except CobaltliteError as exc:
@@ -129,7 +119,8 @@ def main(argv: Sequence[str]) -> int:
         sys.stdout.write(text)
     else:
         args.out.write_text(text)
-    print(f"{len(layout.queues)} queues, mean wait {score.mean_wait / 3600:.2f} h, "
+    pool = f", common pool {layout.pool} nodes (tau_pf {layout.tau_pf:g})" if layout.pool else ""
+    print(f"{len(layout.queues)} queues{pool}, mean wait {score.mean_wait / 3600:.2f} h, "
           f"utilization {score.utilization:.1%}", file=sys.stderr)
     for q in layout.queues:
         run = score.queues[q.name]

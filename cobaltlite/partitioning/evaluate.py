@@ -24,6 +24,7 @@ from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.partitioning.layout import JobClass, PartitionedQueue, QueueLayout
 from cobaltlite.policy.utility import builtin_policy
 from cobaltlite.qsim.engine import Qsim
+from cobaltlite.qsim.outcome import JobOutcome
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.traces.model import TraceJob
 
@@ -72,17 +73,39 @@ def replay_partition(jobs: Sequence[TraceJob], nodes: int) -> QueueRun:
     result = Qsim(jobs, machine, builtin_policy("fcfs"), Backfill.EASY).run()
     if result.skipped:
         raise InputError(f"a partition of {nodes} nodes cannot run {result.skipped[0]}")
+    return queue_run(result.outcomes)
+
+
+def queue_run(outcomes: Sequence[JobOutcome]) -> QueueRun:
+    """The figures of one queue's jobs as a replay ran them."""
+    if not outcomes:
+        return QueueRun(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     total_wait = max_wait = slowdown = work = 0.0
-    for o in result.outcomes:
+    for o in outcomes:
         wait = o.start_time - o.submit_time
         total_wait += wait
         max_wait = max(max_wait, wait)
         run = o.end_time - o.start_time
         slowdown += max(1.0, (o.end_time - o.submit_time) / max(run, SLOWDOWN_BOUND))
         work += o.allocated_nodes * run
-    return QueueRun(len(result.outcomes), total_wait, max_wait, slowdown, work,
-                    min(o.submit_time for o in result.outcomes),
-                    max(o.end_time for o in result.outcomes))
+    return QueueRun(len(outcomes), total_wait, max_wait, slowdown, work,
+                    min(o.submit_time for o in outcomes), max(o.end_time for o in outcomes))
+
+
+def replay_whole(jobs: Sequence[TraceJob], layout: QueueLayout, machine_nodes: int
+                 ) -> Evaluation:
+    """Replay `jobs` on the whole machine under `layout` (partitions and common pool, seed 002
+    §III) with FCFS and EASY inside each partition: what scores a layout with a pool, which the
+    per-partition replays cannot."""
+    machine = FlatMachine(FlatDescription("layout", machine_nodes))
+    result = Qsim(jobs, machine, builtin_policy("fcfs"), Backfill.EASY,
+                  queue_layout=layout).run()
+    if result.skipped:
+        raise InputError(f"the layout cannot run {result.skipped[0]}")
+    by_queue: dict[str, list[JobOutcome]] = {q.name: [] for q in layout.queues}
+    for o in result.outcomes:
+        by_queue.setdefault(o.queue, []).append(o)
+    return score({name: queue_run(runs) for name, runs in by_queue.items()}, machine_nodes)
 
 
 class PartitionEvaluator:
@@ -132,16 +155,20 @@ class PartitionEvaluator:
         self.replays += len(keys)
 
     def _score(self, layout: QueueLayout) -> Evaluation:
-        queues = {q.name: self._cache[(q.classes, q.nodes)] for q in layout.queues}
-        ran = [r for r in queues.values() if r.jobs]
-        jobs = sum(r.jobs for r in ran)
-        if not jobs:
-            return Evaluation(0.0, 0.0, 0.0, 0.0, queues)
-        span = max(r.last_end for r in ran) - min(r.first_submit for r in ran)
-        return Evaluation(
-            mean_wait=sum(r.total_wait for r in ran) / jobs,
-            max_wait=max(r.max_wait for r in ran),
-            mean_slowdown=sum(r.total_slowdown for r in ran) / jobs,
-            utilization=(sum(r.work for r in ran) / (self.machine_nodes * span)
-                         if span > 0 else 0.0),
-            queues=queues)
+        return score({q.name: self._cache[(q.classes, q.nodes)] for q in layout.queues},
+                     self.machine_nodes)
+
+
+def score(queues: dict[str, QueueRun], machine_nodes: int) -> Evaluation:
+    """The overall figures of the queues' runs on a machine of `machine_nodes` nodes."""
+    ran = [r for r in queues.values() if r.jobs]
+    jobs = sum(r.jobs for r in ran)
+    if not jobs:
+        return Evaluation(0.0, 0.0, 0.0, 0.0, queues)
+    span = max(r.last_end for r in ran) - min(r.first_submit for r in ran)
+    return Evaluation(
+        mean_wait=sum(r.total_wait for r in ran) / jobs,
+        max_wait=max(r.max_wait for r in ran),
+        mean_slowdown=sum(r.total_slowdown for r in ran) / jobs,
+        utilization=(sum(r.work for r in ran) / (machine_nodes * span) if span > 0 else 0.0),
+        queues=queues)

@@ -28,7 +28,12 @@ from typing import Any
 from cobaltlite.errors import InputError
 from cobaltlite.partitioning.evaluate import PartitionEvaluator
 from cobaltlite.partitioning.layout import PartitionedQueue, QueueLayout
-from cobaltlite.partitioning.proportional import cpu_hours, proportional_sizes, whole_nodes
+from cobaltlite.partitioning.proportional import (
+    cpu_hours,
+    proportional_sizes,
+    smallest_partition,
+    whole_nodes,
+)
 from cobaltlite.traces.model import TraceJob
 
 UTILIZATION_SHARE = 0.9
@@ -45,6 +50,8 @@ class NlpResult:
     fitted: bool
     """True when the solver's vector was kept, False when a sampled vector replayed better."""
     samples: int
+    proportional: bool = True
+    """False when eq. 6 could not hold beside the lower bounds and was dropped (D002-2)."""
 
 
 def epochs(jobs: Sequence[TraceJob], count: int) -> list[list[TraceJob]]:
@@ -80,6 +87,19 @@ def lower_bounds(queues: Sequence[PartitionedQueue], evaluator: PartitionEvaluat
         bounds.append(max(n for n, u in zip(sizes, utils, strict=True)
                           if u >= UTILIZATION_SHARE * best))
     return bounds
+
+
+def fit_bounds(bounds: Sequence[int], smallest: Sequence[int], total: int) -> list[int]:
+    """Eq. 4's bounds when they fit the machine; otherwise the smallest partitions (each queue's
+    widest job), the paper's stricter alternative, so the samples still have the rest of the
+    machine to share (a busy month can make every queue's utilization flat up to the whole
+    machine; D002-5). Raises InputError when even those do not fit."""
+    if sum(bounds) <= total:
+        return list(bounds)
+    if sum(smallest) > total:
+        raise InputError(f"the queues' lower bounds need {sum(smallest)} nodes; the machine has "
+                         f"{total}")
+    return list(smallest)
 
 
 def latin_hypercube(count: int, dims: int, seed: int) -> list[list[float]]:
@@ -140,7 +160,8 @@ class Surface:
 
 def nlp_sizes(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
               samples: int = 100, epoch_weights: Sequence[float] = EPOCH_WEIGHTS,
-              tolerance: float = 0.2, seed: int = 1, workers: int = 1) -> NlpResult:
+              tolerance: float = 0.2, seed: int = 1, workers: int = 1,
+              admitted: bool = False) -> NlpResult:
     """The NLP partitioner's sizes for `layout`'s queues over the history `jobs`."""
     from scipy.optimize import minimize
 
@@ -151,7 +172,9 @@ def nlp_sizes(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
     if not 0 <= tolerance < 1:
         raise InputError(f"tolerance {tolerance}: give a number in [0, 1)")
     whole = PartitionEvaluator(jobs, total, workers)
-    lower = lower_bounds(queues, whole, total)
+    smallest = [smallest_partition(q, jobs, admitted) for q in queues]
+    lower = fit_bounds([max(b, n) for b, n in zip(lower_bounds(queues, whole, total), smallest,
+                                                  strict=True)], smallest, total)
     parts = [PartitionEvaluator(part, total, workers)
              for part in epochs(jobs, len(epoch_weights))]
     vectors = sample_sizes(lower, total, samples, seed)
@@ -189,19 +212,27 @@ def nlp_sizes(layout: QueueLayout, jobs: Sequence[TraceJob], total: int, *,
     # Waits are thousands of seconds and shares under 1: scale the objective to about 1 so
     # SLSQP's tolerances mean something.
     scale = max(1.0, sum(weighted(sampled, k) for k in range(len(vectors))) / len(vectors))
-    solution = minimize(lambda z: sum(w * f(z) for w, f in surfaces) / scale,
-                        [n / total for n in start[:dims]], method="SLSQP",
-                        bounds=[(b, 1.0) for b in lb[:dims]], constraints=constraints)
-    # SLSQP may stop short of its own optimality test ("positive directional derivative") at a
-    # point that meets every constraint: that point is usable; a point that breaks one is not.
-    if any(c["fun"](solution.x) < -1e-6 for c in constraints) or any(
-            z < b - 1e-6 for z, b in zip(solution.x, lb, strict=False)):
+    bound_only = constraints[:1]
+    for given in (constraints, bound_only):
+        solution = minimize(lambda z: sum(w * f(z) for w, f in surfaces) / scale,
+                            [n / total for n in start[:dims]], method="SLSQP",
+                            bounds=[(b, 1.0) for b in lb[:dims]], constraints=given)
+        # SLSQP may stop short of its own optimality test ("positive directional derivative")
+        # at a point that meets every constraint: that point is usable; one that breaks one is
+        # not. When the lower bounds leave no room for eq. 6 (a busy month), it is dropped
+        # rather than the month left unconfigured (D002-2); the result says so.
+        usable = not (any(c["fun"](solution.x) < -1e-6 for c in given) or any(
+            z < b - 1e-6 for z, b in zip(solution.x, lb, strict=False)))
+        if usable:
+            break
+    else:
         raise InputError(f"the NLP partitioner found no partition meeting the lower bounds "
-                         f"{lower} and the proportional constraint (tolerance {tolerance}): "
-                         f"{solution.message}; raise the tolerance")
+                         f"{lower}: {solution.message}")
+    proportional = given is constraints
     fitted = whole_nodes([z * total for z in full(solution.x)], total, lower)
     fitted_wait = weighted(epoch_waits([fitted]), 0)
     best = min(range(len(vectors)), key=lambda k: weighted(sampled, k))
     if weighted(sampled, best) < fitted_wait:
-        return NlpResult(vectors[best], lower, weighted(sampled, best), False, len(vectors))
-    return NlpResult(fitted, lower, fitted_wait, True, len(vectors))
+        return NlpResult(vectors[best], lower, weighted(sampled, best), False, len(vectors),
+                         proportional)
+    return NlpResult(fitted, lower, fitted_wait, True, len(vectors), proportional)

@@ -12,12 +12,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cobaltlite.errors import InputError
+from cobaltlite.partitioning.layout import PartitionedQueue
 from cobaltlite.traces.model import TraceJob
 
 
 def cpu_hours(jobs: Sequence[TraceJob]) -> float:
     """Seed 002 eq. 5: node-hours run."""
     return sum(job.nodes * job.run_time for job in jobs) / 3600.0
+
+
+def smallest_partition(queue: PartitionedQueue, jobs: Sequence[TraceJob], admitted: bool) -> int:
+    """The fewest nodes `queue` may own: the widest job its classes admit when `admitted` (so
+    next month's jobs fit too, D002-24), else the widest of `jobs` (those it takes)."""
+    if admitted:
+        return queue.size_range[1]
+    return max((j.nodes for j in jobs if queue.holds(j)), default=1)
+
+
+def admits_limits(queues: Sequence[PartitionedQueue], total: int) -> bool:
+    """Whether every queue can own the widest job its classes admit, all at once (D002-24)."""
+    return sum(q.size_range[1] for q in queues) <= total
 
 
 def whole_nodes(shares: Sequence[float], total: int, minimum: Sequence[int]) -> list[int]:

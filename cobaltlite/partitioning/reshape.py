@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from cobaltlite.partitioning.evaluate import Evaluation, PartitionEvaluator
 from cobaltlite.partitioning.layout import NO_TIME_LIMIT, JobClass, PartitionedQueue, QueueLayout
-from cobaltlite.partitioning.proportional import cpu_hours, whole_nodes
+from cobaltlite.partitioning.proportional import cpu_hours, smallest_partition, whole_nodes
 from cobaltlite.traces.model import TraceJob
 
 MAX_QUEUES = 12
@@ -105,15 +105,16 @@ SPLIT_RULES: tuple[tuple[str, SplitRule], ...] = (
 
 
 def halves(queue: PartitionedQueue, jobs: Sequence[TraceJob],
-           classes: Halves) -> tuple[PartitionedQueue, ...] | None:
+           classes: Halves, admitted: bool = False) -> tuple[PartitionedQueue, ...] | None:
     """The two queues of a split, with the parent's nodes shared by CPU hours; None when a half
-    would take no job or the nodes cannot hold each half's largest job."""
+    would take no job or the nodes cannot hold each half's largest job (with `admitted`, the
+    widest job its classes admit, D002-24)."""
     parts = [PartitionedQueue(f"{queue.name}.{i + 1}", tuple(c), 1, queue.priority, queue.name)
              for i, c in enumerate(classes)]
     mine = [[j for j in jobs if p.holds(j)] for p in parts]
     if not all(mine):
         return None
-    minimum = [max(j.nodes for j in m) for m in mine]
+    minimum = [smallest_partition(p, m, admitted) for p, m in zip(parts, mine, strict=True)]
     if sum(minimum) > queue.nodes:
         return None
     hours = [cpu_hours(m) for m in mine]
@@ -146,9 +147,10 @@ def _ordered(layout: QueueLayout) -> list[PartitionedQueue]:
     return sorted(layout.queues, key=lambda q: (q.size_range, q.time_range, q.name))
 
 
-def reshape(layout: QueueLayout, evaluator: PartitionEvaluator,
-            max_queues: int = MAX_QUEUES) -> tuple[QueueLayout, Evaluation, list[Step]]:
-    """Split then merge (DQR) from `layout`; the final layout, its score and the steps taken."""
+def reshape(layout: QueueLayout, evaluator: PartitionEvaluator, max_queues: int = MAX_QUEUES,
+            admitted: bool = False) -> tuple[QueueLayout, Evaluation, list[Step]]:
+    """Split then merge (DQR) from `layout`; the final layout, its score and the steps taken.
+    `admitted`: every queue keeps room for the widest job its classes admit (D002-24)."""
     current = evaluator.evaluate(layout)
     steps: list[Step] = []
     queues = _ordered(layout)
@@ -160,7 +162,7 @@ def reshape(layout: QueueLayout, evaluator: PartitionEvaluator,
         options: list[tuple[str, list[PartitionedQueue]]] = []
         for action, rule in SPLIT_RULES:
             classes = rule(queue, jobs)
-            pair = halves(queue, jobs, classes) if classes is not None else None
+            pair = halves(queue, jobs, classes, admitted) if classes is not None else None
             if pair is not None:
                 options.append((action, queues[:i] + list(pair) + queues[i + 1:]))
         scores = evaluator.evaluate_all([layout.with_queues(q) for _, q in options])

@@ -110,6 +110,12 @@ class UtilityFunction:
         return not _QUEUE_STATS.isdisjoint(self.parameters)
 
     @property
+    def scores_arrays(self) -> bool:
+        """Whether `function(**numpy arrays of the inputs)` gives the scores of a whole queue
+        (ARRAY_FUNCTIONS, with their defaults: none of them has a tunable)."""
+        return self.function in ARRAY_FUNCTIONS and not self.options
+
+    @property
     def needs_user_usage(self) -> bool:
         """Whether the function reads per-user usage: callers keep usage only if some does."""
         return not USER_INPUTS.keys().isdisjoint(self.parameters)
@@ -278,6 +284,12 @@ def fairshare(user_usage):
     a user's own jobs (equal scores) keep submission order (seed 004 §4's fairshare; the
     formula is ours, docs/fairness.md)."""
     return 1.0 / (1.0 + user_usage)
+
+
+ARRAY_FUNCTIONS = frozenset({fat, wfp1, wfp3, fcsj})
+"""Builtins written in arithmetic alone on numeric inputs: called with numpy arrays of their
+inputs, they score a whole queue in one call (qsim/fork.py's start estimates use it to find the
+jobs that matter to a pass; the exact scores still come from the per-job call)."""
 
 
 BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {

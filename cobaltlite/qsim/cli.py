@@ -285,6 +285,26 @@ def build_parser() -> argparse.ArgumentParser:
              "priority factor exceeds tau_pf; per-queue figures in summary.json (by_queue); "
              "a job no queue takes stops the replay (docs/hybrid-queues.md)",
     )
+    seed002 = parser.add_argument_group(
+        "monthly queue reconfiguration (seed 002 §IV-A; docs/hybrid-queues.md)")
+    seed002.add_argument(
+        "--reconfigure", choices=["none", "monthly"], default="none",
+        help="monthly: configure each month of --start..--end from the trace's previous month "
+             "with --method, starting from --queue-layout's queues, switch the layout at each "
+             "month boundary, and report per month and per queue (default: none)")
+    seed002.add_argument(
+        "--method", default="dqr", choices=["whole", "static", "pp", "nlp", "dqr", "hybrid"],
+        help="with --reconfigure monthly: whole (non-partitioned), static (the first month's "
+             "pp kept), pp, nlp, dqr or hybrid (default: dqr)")
+    seed002.add_argument(
+        "--workers", type=positive_int, default=1, metavar="N",
+        help="with --reconfigure monthly: months configured in parallel on N processes")
+    seed002.add_argument(
+        "--samples", type=positive_int, default=100, metavar="N",
+        help="with --reconfigure monthly: nlp/dqr/hybrid partition vectors per month (default 100)")
+    seed002.add_argument(
+        "--epochs", type=positive_int, default=3, metavar="N",
+        help="with --reconfigure monthly: nlp epochs of a month, weighted 1/N..N/N (default 3)")
     parser.add_argument(
         "--slowdown-bound",
         type=positive_float,
@@ -426,6 +446,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "nor --fair-start with it")
     if args.queue_places and args.fair_start != "none":
         parser.error("--fair-start does not yet follow --queue-places: give one or the other")
+    if args.reconfigure == "monthly":
+        if len(names) > 1 or args.tuning or args.queue_places or args.fair_start != "none":
+            parser.error("--reconfigure monthly replays one policy (fcfs) with EASY and no "
+                         "--tuning, --queue-places or --fair-start")
+        from cobaltlite.partitioning.monthly import run_command
+
+        try:
+            return run_command(args, err)
+        except CobaltliteError as exc:
+            err.print(f"qsim: error: {exc}", markup=False, highlight=False)
+            return 1
     reports = []
     try:
         tuning = _tuning(args.tuning)

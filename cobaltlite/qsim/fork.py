@@ -4,7 +4,10 @@ Two users: the fair start time (qsim/fairness.py forks at a job's submission and
 job starts) and the estimated start times `qstat -f` and `showstart` show (`estimate_start_times`:
 fork from the present and run until every queued job has started). In both, a fork's only events
 are job ends, each followed by a scheduling pass, as in Qsim.run; the running jobs end at the
-times the caller gives them (the estimate: their requested wall times).
+times the caller gives them (the estimate: their requested wall times). An estimate may take
+shortcuts that give the same starts (docs/architecture.md, "Estimated start times"): passes that
+see only the jobs that matter (`WaitingColumns`), and under conservative backfilling on a flat
+machine one plan after the first instant instead of the passes after it (`plan_is_the_schedule`).
 """
 
 from __future__ import annotations
@@ -16,8 +19,16 @@ from operator import attrgetter
 from typing import Any
 
 from cobaltlite.jobs import lifecycle
+from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine, PlaceSet
-from cobaltlite.policy.utility import PassInputs, UtilityFunction, default, fcfs, high_prio
+from cobaltlite.policy.utility import (
+    JOB_INPUTS,
+    PassInputs,
+    UtilityFunction,
+    default,
+    fcfs,
+    high_prio,
+)
 from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill
@@ -40,16 +51,25 @@ class ForkedReplay(Qsim):
     """Set when the queue's rank order is the same at every pass and the queue is resumed in
     that order (`rank_is_fixed`): passes then see only the jobs that can matter
     (`schedulable_jobs`)."""
+    columns: WaitingColumns | None = None
+    """Set (by `estimate_start_times`, after `resume`) when a pass may see only the jobs that
+    can matter, found and ranked with array operations (`WaitingColumns.ranked_that_matter`);
+    the queue takes no job after it is set."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.starts: dict[int, float] = {}
         """Every job the fork started, with its start time."""
 
-    def ranked_jobs(self) -> None:
-        """None: a fork changes its queue itself (fairness hands jobs on between forks), and
-        under `fixed_order` `schedulable_jobs` keeps only the jobs that matter."""
-        return None
+    def ranked_jobs(self) -> list[SimJob] | None:
+        """With `columns`, the jobs that matter to this pass in rank order (their policy gives
+        bare scores, so the pass needs no score); else None: a fork changes its queue itself
+        (fairness hands jobs on between forks), and under `fixed_order` `schedulable_jobs` keeps
+        only the jobs that matter."""
+        if self.columns is None:
+            return None
+        return self.columns.ranked_that_matter(self._machine.idle_nodes(), self.clock.now(),
+                                               self._inputs)
 
     def schedulable_jobs(self) -> list[SimJob]:
         """The queue, scored; under `fixed_order`, only the jobs that can matter to this pass.
@@ -84,12 +104,13 @@ class ForkedReplay(Qsim):
                 job.queued_time = job.score = job.threshold = now - job.submit_time
         return kept
 
-    def run_forward(self) -> None:
+    def run_forward(self, until: float = float("inf")) -> None:
         """A pass now, then Qsim.run's loop for a fork until the queue is empty or nothing can
         change any more: a fork has no arrivals, failures or hooks, so its events are the job
         ends and the reservation periods' starts and ends (as Qsim.run gives up on them: once
         only they are left and each has ended or gone round once), each followed by the pass;
-        an end only frees the job's place (no outcome, sample or load is kept for a fork)."""
+        an end only frees the job's place (no outcome, sample or load is kept for a fork).
+        Events after `until` are left to come."""
         ends, queue, running = self._ends, self._queue, self._running
         machine, clock, iterate = self._machine, self.clock, self.scheduler.iterate
         pop, release = heapq.heappop, machine.release
@@ -101,6 +122,8 @@ class ForkedReplay(Qsim):
             iterate()
         while queue and (ends or next_window < inf):
             t = ends[0][0] if ends else inf
+            if min(t, next_window) > until:
+                return
             if reserved:
                 if next_window <= t:
                     t = next_window
@@ -129,9 +152,132 @@ class ForkedReplay(Qsim):
         started = super().start_job(jobid, location)
         if started:
             self.starts[jobid] = self.clock.now()
+            if self.columns is not None:
+                self.columns.started(jobid)
             if jobid == self.target:
                 raise TargetStarted
         return started
+
+
+SCORE_BAND = 1e-9
+"""Relative width of the band below the best array score whose jobs are scored again one by one:
+far wider than the few units in the last place by which numpy's loops and Python's float
+operations can differ, so the job the exact scores rank first is always among them."""
+
+
+class WaitingColumns:
+    """An estimate's queued jobs as numpy columns, for passes that see only the jobs that matter.
+
+    Under W = 1 and EASY or no backfilling a pass depends only on the jobs that fit the idle
+    nodes and on the best-ranked job of the others (it may be the top job): the argument of
+    `ForkedReplay.schedulable_jobs`, which holds for any rank order. (Asking the machine for a
+    free place of each size and place set instead, per pass, cost more than it saved on
+    Intrepid.) Finding and ranking the jobs by a loop over the queue costs Python work for every
+    queued job at every pass; here it is a few array operations, and the pass is handed the jobs
+    kept already ranked (`ForkedReplay.ranked_jobs`), as Qsim hands a fixed-order queue: the
+    policy gives bare scores, so the pass reads no score.
+
+    `fixed`: `jobs` come in rank order, which every pass keeps (`rank_is_fixed`). Otherwise
+    (`scores_in_one_go`) every pass scores all the jobs in one call of the policy's function
+    on the columns. numpy's floating point may differ from Python's in the last bits, which can
+    only swap jobs whose array scores lie within SCORE_BAND of each other: those jobs are scored
+    again exactly, one by one as a full pass scores them, and ranked by those scores (then by
+    job id). A non-finite array score (a zero wall time) sends every job to the exact scoring,
+    which then fails as a full pass would.
+    """
+
+    def __init__(self, jobs: Sequence[SimJob], machine: Machine, policy: UtilityFunction,
+                 fixed: bool) -> None:
+        import numpy as np
+
+        self._np = np
+        # Scored jobs are kept in job id order, so a stable sort on scores ranks ties by id.
+        self._jobs = list(jobs) if fixed else sorted(jobs, key=_by_jobid)
+        self._objects = np.empty(len(self._jobs), dtype=object)
+        self._objects[:] = self._jobs  # jobs picked by an index array in one step
+        self._index = {job.jobid: i for i, job in enumerate(self._jobs)}
+        self._policy = policy
+        self._fixed = fixed
+        self._size = np.array([job.size for job in self._jobs], dtype=np.int64)
+        # A job no place can hold is never the top job (the pass passes over it): leave it out.
+        self._waiting = np.array([machine.allocation_size(job.size) is not None
+                                  for job in self._jobs], dtype=bool)
+        self._submit = np.array([job.submit_time for job in self._jobs], dtype=np.float64)
+        self._columns = {} if fixed else {
+            name: np.array([getattr(job, name) for job in self._jobs])
+            for name in policy.parameters if name in JOB_INPUTS and name != "queued_time"}
+
+    def started(self, jobid: int) -> None:
+        self._waiting[self._index[jobid]] = False
+
+    def ranked_that_matter(self, idle: int, now: float, inputs: PassInputs) -> list[SimJob]:
+        """The jobs a pass at `now` with `idle` idle nodes must see, in rank order; [] when no
+        job fits (the pass would start nothing)."""
+        np = self._np
+        waiting = self._waiting
+        kept = waiting & (self._size <= idle)
+        if not kept.any():
+            return []
+        others = np.flatnonzero(waiting & ~kept)
+        jobs = self._jobs
+        if self._fixed:
+            if others.size:
+                kept[others[0]] = True
+            return list(self._objects[kept])
+        inputs.now = now
+        scores = self._scores(now, inputs)
+        if not np.isfinite(scores).all() and not np.isfinite(scores[waiting]).all():
+            return self._ranked_exactly([jobs[i] for i in np.flatnonzero(waiting).tolist()],
+                                        now, inputs)
+        if others.size:
+            best = scores[others].max()
+            contenders = others[scores[others] >= best - SCORE_BAND * abs(best)]
+            if contenders.size > 1:
+                best_job = self._ranked_exactly([jobs[i] for i in contenders.tolist()], now,
+                                                inputs)[0]
+                kept[self._index[best_job.jobid]] = True
+            else:
+                kept[contenders[0]] = True
+        chosen = np.flatnonzero(kept)
+        chosen = chosen[np.argsort(-scores[chosen], kind="stable")]
+        ranked = list(self._objects[chosen])
+        close = scores[chosen]  # highest first
+        size = np.abs(close)
+        gaps = close[:-1] - close[1:] <= SCORE_BAND * (size[:-1] + size[1:])
+        if not gaps.any():
+            return ranked
+        # Near ties: score them exactly; every other pair is far enough apart to keep its
+        # order, so one sort on the mixed scores gives the exact rank order.
+        near = np.zeros(len(ranked), dtype=bool)
+        near[1:] |= gaps
+        near[:-1] |= gaps
+        for job, score in zip(ranked, close.tolist(), strict=True):
+            job.score = score
+        self._ranked_exactly([ranked[i] for i in np.flatnonzero(near).tolist()], now, inputs)
+        ranked.sort(key=_rank)
+        return ranked
+
+    def _ranked_exactly(self, jobs: list[SimJob], now: float, inputs: PassInputs
+                        ) -> list[SimJob]:
+        """`jobs` scored one by one (PolicyError as a full pass raises it), in rank order."""
+        for job in jobs:
+            job.queued_time = now - job.submit_time
+        self._policy.score_jobs(jobs, inputs)
+        return sorted(jobs, key=_rank)
+
+    def _scores(self, now: float, inputs: PassInputs) -> Any:
+        """Every job's score at `now`, from one call of the policy's function on the columns."""
+        policy = self._policy
+        args = {name: (now - self._submit if name == "queued_time" else
+                       self._columns[name] if name in self._columns else getattr(inputs, name))
+                for name in policy.parameters}
+        with self._np.errstate(all="ignore"):
+            return self._np.asarray(policy.function(**args), dtype=self._np.float64)
+
+
+def _rank(job: SimJob) -> tuple[float, int]:
+    """A pass's rank order as a key: higher score first, then lower job id."""
+    return (-job.score, job.jobid)
 
 
 def estimate_start_times(
@@ -146,6 +292,7 @@ def estimate_start_times(
     policies: Mapping[str, UtilityFunction] | None = None,
     queue_places: Mapping[str, PlaceSet] | None = None,
     reservations: Sequence[Reservation] = (),
+    prune: bool = True,
 ) -> dict[int, float]:
     """{jobid: estimated start} for the `queued` jobs that can start: a fork from `now` in
     which each running job ends at its start plus its requested `wall_time` (at `now` if that
@@ -156,25 +303,35 @@ def estimate_start_times(
     Qsim's (per-queue policies and running limits); without them every job is scored by
     `policy`. `queue_places` maps queues to the places their jobs may use (partadm --queue);
     `reservations` (setres) are held over their periods as in Qsim. A job missing from the
-    answer never starts in the fork (no place can hold it).
+    answer never starts in the fork (no place can hold it). `prune=False`: every pass sees the
+    whole queue, scored (the same answer, slower; tests compare the two).
     """
     fork = ForkedReplay([], machine, policy, backfill, queue_config=queue_config,
                         policies=policies, window=window, reservations=reservations)
     # The pruning's argument knows nothing of reservations: with one, every pass sees all.
-    fork.fixed_order = not reservations and rank_is_fixed(policy, backfill, window,
-                                                          queue_config, policies)
+    prune = prune and not reservations
+    fork.fixed_order = prune and rank_is_fixed(policy, backfill, window, queue_config, policies)
+    in_one_go = prune and scores_in_one_go(policy, backfill, window, queue_config, policies)
     fork.queue_places = dict(queue_places or {})
+    planned = prune and plan_is_the_schedule(machine, policy, backfill, window, queue_config,
+                                             policies, fork.queue_places)
     # Fresh copies (a new job's status), as fairness.py's forks build theirs.
     ending = [replace(job, run_time=max(job.wall_time, now - job.start_time),
                       status=lifecycle.NEW) for job in running]
     waiting = [replace(job, run_time=job.wall_time, status=lifecycle.NEW, start_time=-1.0,
                        location="", queued_time=now - job.submit_time) for job in queued]
-    if fork.fixed_order:  # resumed in rank order, which every later pass keeps
+    if fork.fixed_order or planned:  # resumed in rank order, which every later pass keeps
         policy.score_jobs(waiting, PassInputs(now, machine.total_nodes, machine.min_block_size))
         waiting.sort(key=_by_jobid)
         waiting.sort(key=_by_score, reverse=True)
     try:
         fork.resume(now, ending, waiting)
+        if planned:
+            fork.run_forward(until=now)
+            _plan_the_rest(fork, machine, now, waiting)
+            return fork.starts
+        if fork.fixed_order or in_one_go:
+            fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order)
         fork.run_forward()
     finally:
         for jobid in list(machine.held_by()):
@@ -182,21 +339,74 @@ def estimate_start_times(
     return fork.starts
 
 
+def _plan_the_rest(fork: ForkedReplay, machine: Machine, now: float,
+                   ranked: Sequence[SimJob]) -> None:
+    """After the passes at `now`: the start of every job still queued, from one conservative
+    plan of the queue in rank order (`plan_is_the_schedule`), added to `fork.starts`."""
+    planner = machine.planner(now)
+    waiting = fork.queued_jobs()
+    still = {job.jobid for job in waiting}
+    for job in ranked:
+        if job.jobid in still and machine.allocation_size(job.size) is not None:
+            start = planner.reserve_earliest(job.size, job.wall_time)[0]
+            if start < float("inf"):
+                fork.starts[job.jobid] = start
+
+
+def plan_is_the_schedule(machine: Machine, policy: UtilityFunction, backfill: Backfill,
+                         window: int, queue_config: Sequence[Mapping[str, Any]] | None,
+                         policies: Mapping[str, UtilityFunction] | None,
+                         queue_places: Mapping[str, PlaceSet]) -> bool:
+    """True when, after the passes at the fork's first instant, one conservative plan of the
+    queue gives every later start, so no later pass need run (docs/architecture.md, "Estimated
+    start times", the proof): conservative backfilling with W = 1 and a fixed rank order
+    (`rank_is_fixed`'s other conditions), on a flat machine (its planner counts free nodes, so
+    which nodes a job gets changes no later start), with no queue mapped to places and no
+    reservation (the caller checks that)."""
+    return (backfill is Backfill.CONSERVATIVE and isinstance(machine, FlatMachine)
+            and not queue_places and policy.function in FIXED_RANK_FUNCTIONS
+            and _rank_holds(policy, window, queue_config, policies))
+
+
 def rank_is_fixed(policy: UtilityFunction, backfill: Backfill, window: int,
                   queue_config: Sequence[Mapping[str, Any]] | None = None,
                   policies: Mapping[str, UtilityFunction] | None = None) -> bool:
-    """True when a fork may use `fixed_order`: W = 1, EASY or no backfilling (the pruning's
-    argument), no running limits (they hold jobs back pass by pass), and every queue scored by
-    `policy`, one of FIXED_RANK_FUNCTIONS."""
-    if (window != 1 or backfill not in (Backfill.EASY, Backfill.NONE)
-            or policy.function not in FIXED_RANK_FUNCTIONS):
+    """True when a fork may use `fixed_order`: the pruning holds (`_pruning_holds`) and
+    `policy` is one of FIXED_RANK_FUNCTIONS."""
+    return policy.function in FIXED_RANK_FUNCTIONS and _pruning_holds(
+        policy, backfill, window, queue_config, policies)
+
+
+def scores_in_one_go(policy: UtilityFunction, backfill: Backfill, window: int,
+                     queue_config: Sequence[Mapping[str, Any]] | None = None,
+                     policies: Mapping[str, UtilityFunction] | None = None) -> bool:
+    """True when an estimate's passes may find the jobs that matter from array scores
+    (`WaitingColumns`): the pruning holds and `policy` scores arrays."""
+    return policy.scores_arrays and _pruning_holds(policy, backfill, window, queue_config,
+                                                   policies)
+
+
+def _pruning_holds(policy: UtilityFunction, backfill: Backfill, window: int,
+                   queue_config: Sequence[Mapping[str, Any]] | None,
+                   policies: Mapping[str, UtilityFunction] | None) -> bool:
+    """EASY or no backfilling (the pruning's argument) and `_rank_holds`."""
+    return backfill in (Backfill.EASY, Backfill.NONE) and _rank_holds(
+        policy, window, queue_config, policies)
+
+
+def _rank_holds(policy: UtilityFunction, window: int,
+                queue_config: Sequence[Mapping[str, Any]] | None,
+                policies: Mapping[str, UtilityFunction] | None) -> bool:
+    """W = 1, no running limits (they hold jobs back pass by pass), and every queue scored as
+    `policy` scores."""
+    if window != 1:
         return False
     for queue in queue_config or ():
         if queue["restrictions"]:
             return False
         # Two policies rank against each other differently as time goes (FCFS's scores grow,
-        # default's do not): every queue must use this one.
-        if queue["policy"] is not None and \
-                (policies or {}).get(queue["policy"], policy).function is not policy.function:
+        # default's do not): every queue must use this one, with the same settings.
+        other = (policies or {}).get(queue["policy"], policy) if queue["policy"] else policy
+        if other.function is not policy.function or other.options != policy.options:
             return False
     return True

@@ -294,3 +294,8 @@ class ComponentAPI:
     def reservation_windows(self) -> list[list[Any]]:
         """The reservation periods ending after now, for the scheduler's pass."""
         return self._qm.reservations.windows()
+
+    def reservation_cost(self) -> dict[str, float]:
+        """What the reservations cost now (reservations/cost.py), as of the last estimate: the
+        metrics monitor's reservation metrics."""
+        return dict(self._qm.reservation_cost)

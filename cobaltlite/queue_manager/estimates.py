@@ -10,7 +10,9 @@ jobs of `QueueManager.runnable_jobs`, scored by their queues' policies at each v
 running jobs hold their places until start + requested wall time; no new arrivals; every job runs
 for its requested time; reservations (setres) hold their places over their periods, as the
 scheduler sees them. Held jobs, and jobs of stopped queues, get none. Decisions in
-docs/architecture.md, "Estimated start times".
+docs/architecture.md, "Estimated start times". With a reservation booked, the queue is estimated
+once more without the reservations, which gives what they cost (`QueueManager.reservation_cost`,
+reservations/cost.py; the metrics monitor samples it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.qsim.engine import SimJob
 from cobaltlite.qsim.fork import estimate_start_times
 from cobaltlite.queue_manager.newest import NewestOnly
+from cobaltlite.reservations.cost import NO_COST, reservation_cost
 from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill, check_window
 
@@ -59,7 +62,8 @@ class StartEstimator:
     def _estimate_and_keep(self, request: tuple[Backfill, int, list[str], dict[str, PlaceSet]]
                            ) -> None:
         try:
-            self._manager.estimated_starts = self.estimate(*request)
+            self._manager.estimated_starts, self._manager.reservation_cost = \
+                self.estimate_with_cost(*request)
             self.last_error = None
         except Exception as exc:  # a peer down, a policy failing: the next pass retries
             if str(exc) != self.last_error:
@@ -69,6 +73,13 @@ class StartEstimator:
     def estimate(self, backfill: Backfill, window: int, failed: list[str],
                  places: dict[str, PlaceSet]) -> dict[int, float]:
         """{jobid: estimated start} for the runnable queued jobs, now."""
+        return self.estimate_with_cost(backfill, window, failed, places)[0]
+
+    def estimate_with_cost(self, backfill: Backfill, window: int, failed: list[str],
+                           places: dict[str, PlaceSet]
+                           ) -> tuple[dict[int, float], dict[str, float]]:
+        """The estimates, and what the reservations cost now (reservations/cost.py): with a
+        reservation booked, the queue is estimated a second time without any."""
         manager = self._manager
         now = manager.clock.now()
         by_policy, _adjusted, queue_rows = manager.runnable_jobs(now)
@@ -79,17 +90,31 @@ class StartEstimator:
                          j.user_name, j.project, j.queue, queue_priority=j.queue_priority)
                   for jobs in by_policy.values() for j in jobs]
         queued.sort(key=lambda j: j.jobid)
+        rows = [row for row in manager.store.jobs(states=_HOLDING, fields=_RUNNING_FIELDS)
+                if row["location"]]
         running = [SimJob(row["jobid"], row["nodes"], float(row["walltime"]),
                           float(row["walltime"]), row["submittime"], row["user"],
                           row["project"], row["queue"],
                           start_time=now if row["starttime"] is None else row["starttime"],
                           location=row["location"])
-                   for row in manager.store.jobs(states=_HOLDING, fields=_RUNNING_FIELDS)
-                   if row["location"]]
+                   for row in rows]
         reservations = [Reservation.from_row(row) for row in manager.reservations.listing()]
-        return estimate_start_times(self._what_if_machine(failed), now, running, queued,
-                                    policies[manager.default_policy], backfill, window,
-                                    queue_rows, policies, places, reservations)
+        machine = self._what_if_machine(failed)
+
+        def estimate(jobs: list[SimJob], holding: list[Reservation]) -> dict[int, float]:
+            return estimate_start_times(machine, now, running, jobs,
+                                        policies[manager.default_policy], backfill, window,
+                                        queue_rows, policies, places, holding)
+
+        starts = estimate(queued, reservations)
+        if not reservations:
+            return starts, dict(NO_COST)
+        # Without the reservations their own jobs would not be there either.
+        own = {r.queue_name for r in reservations}
+        without = estimate([job for job in queued if job.queue not in own], [])
+        return starts, reservation_cost(machine, now, reservations, rows,
+                                        {job.jobid: job.queue for job in queued}, starts,
+                                        without)
 
     def _what_if_machine(self, failed: list[str]) -> Machine:
         """An empty model of the machine with `failed` out of service (built once)."""

@@ -34,6 +34,7 @@ from cobaltlite.queue_manager import limits as lim
 from cobaltlite.queue_manager.newest import NewestOnly
 from cobaltlite.queue_manager.store import JobStore
 from cobaltlite.reservations.book import ReservationBook
+from cobaltlite.reservations.cost import NO_COST
 from cobaltlite.timefmt import format_hms
 
 log = structlog.get_logger("queue-manager")
@@ -181,6 +182,9 @@ class QueueManager:
         self.estimated_starts: dict[int, float] = {}
         """{jobid: estimated start}: replaced whole by queue_manager/estimates.py after each
         scheduling pass, read by job_table (qstat -f, showstart)."""
+        self.reservation_cost: dict[str, float] = dict(NO_COST)
+        """What the reservations cost now (reservations/cost.py), replaced with the estimates;
+        the metrics monitor reads it."""
         self._usage_half_life = usage_half_life
         self._usage: UsageLedger | None = None
         self.reservations = ReservationBook(

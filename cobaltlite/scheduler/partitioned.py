@@ -196,33 +196,41 @@ class PartitionedPass:
         if not isinstance(machine, FlatMachine):
             raise TypeError("queue partitions need a flat machine")
         layout = self._regions(partitions, machine)
-        by_region: dict[Region, list[SchedulableJob]] = {}
         own, rest = layout.own, layout.rest
-        for job in jobs:
-            by_region.setdefault(own.get(job.queue, rest), []).append(job)
-        for region in [*own.values(), rest]:
-            group = by_region.get(region)
+        # Only the regions with a free node can start anything now: the jobs of the others
+        # are not even grouped (a pass may rank 10,000 jobs).
+        free = machine.free_mask()
+        open_regions = [r for r in [*own.values(), rest] if r.mask & free or not r.nodes]
+        groups: dict[Region, list[SchedulableJob]] = {r: [] for r in open_regions}
+        if open_regions:
+            for job in jobs:
+                group = groups.get(own.get(job.queue, rest))
+                if group is not None:
+                    group.append(job)
+        for region, group in groups.items():
             if group:
                 self._run_region(region, group, fixed_order, machine, now, report, windows)
-        tau = partitions.tau_pf
-        if tau is None or not layout.pool.nodes:
+        tau, pool = partitions.tau_pf, layout.pool
+        if tau is None or not pool.mask & machine.free_mask():
             return
         started = {jobid for jobid, _ in report.started}
-        priority = partitions.priority
-        urgent = [job for job in jobs if job.queue in own and job.jobid not in started
-                  and priority_factor(job, priority.get(job.queue, 1.0)) > tau]
-        if urgent:  # too large for the pool is no news: such a job waits for its partition
-            self._run_region(layout.pool, urgent, fixed_order, machine, now, report, windows,
+        priority, largest = partitions.priority, pool.nodes
+        # A job larger than the pool can never run there: it waits for its partition.
+        urgent = [job for job in jobs if job.size <= largest and job.queue in own
+                  and job.jobid not in started
+                  and priority_factor(job, priority[job.queue]) > tau]
+        if urgent:
+            self._run_region(pool, urgent, fixed_order, machine, now, report, windows,
                              pool=True)
 
     def _run_region(self, region: Region, jobs: list[SchedulableJob], fixed_order: bool,
                     machine: FlatMachine, now: float, report: PassReport,
                     windows: Sequence[Window], pool: bool = False) -> None:
+        """One region's pass; `pool`: the common pool's, whose jobs too large for it are no
+        news (they wait for their partition), so none is reported unplaceable."""
         if not region.nodes:
             report.unplaceable.extend(job.jobid for job in jobs)
             return
-        if not machine.free_mask() & region.mask:
-            return  # nothing can start there at this instant
         entry = self._schedulers.get(region)
         if entry is None:
             site = _RegionSite(region, self._queue_manager)
