@@ -336,8 +336,12 @@ class Qsim:
     def _dequeue(self, job: SimJob) -> None:
         """`job` leaves the queue (it starts, or its queue died)."""
         del self._queue[job.jobid]
+        # Forked replays (fork.py, fairness.py) also put jobs in _queue directly and run their
+        # own loops, which never read _sizes: a size that is not there is no error.
         sizes = self._sizes
-        del sizes[bisect_left(sizes, job.size)]
+        i = bisect_left(sizes, job.size)
+        if i < len(sizes) and sizes[i] == job.size:
+            del sizes[i]
         key = self._ranked_by
         if key is not None:
             ranked = self._ranked
