@@ -22,7 +22,6 @@ from datetime import UTC, datetime, tzinfo
 from operator import attrgetter
 from pathlib import Path
 from typing import TextIO
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cobaltlite.errors import InputError
 from cobaltlite.traces.model import TraceJob, TraceReadResult
@@ -306,6 +305,8 @@ def read_failure_records(path: str | Path) -> list[tuple[int, float, str]]:
 def _zone(name: str) -> tzinfo:
     if name == "UTC":
         return UTC
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # here: only a local-time log needs it
+
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):

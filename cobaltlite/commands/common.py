@@ -17,11 +17,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
 
-import Pyro5.errors
-
 from cobaltlite import __version__
 from cobaltlite.config import instance_paths
-from cobaltlite.rpc.client import connect
 
 Row = dict[str, Any]
 
@@ -262,6 +259,8 @@ class UserSocketClient:
         self._instance = instance
 
     def _call(self, method: str, *args: Any) -> Any:
+        import Pyro5.errors  # imported by the first call: `--help` and bad options never load Pyro5
+
         try:
             return self._remote(method)(*args)
         except Pyro5.errors.CommunicationError as exc:
@@ -435,6 +434,8 @@ _Client = TypeVar("_Client", bound=UserSocketClient)
 @contextmanager
 def _connect_user_socket(object_id: str, socket_path: Path, client: type[_Client]
                          ) -> Iterator[_Client]:
+    from cobaltlite.rpc.client import connect  # Pyro5 and ssl: a third of a command's start-up
+
     config = instance_paths()
     with connect(f"PYRO:{object_id}@./u:{socket_path}") as proxy:
         yield client(proxy, str(socket_path), _instance_text(config.state_dir))

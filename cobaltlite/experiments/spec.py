@@ -44,7 +44,9 @@ import yaml
 from cobaltlite.errors import CobaltliteError, InputError
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.moments import utc_timestamp
+from cobaltlite.qsim.eet import ShareModel
 from cobaltlite.qsim.replay import ReplaySettings, policy_named
+from cobaltlite.tuning.scheme import TuningScheme
 
 TOP_KEYS = ("name", "description", "traces", "machines", "policies", "backfill", "grid",
             "repetitions")
@@ -55,9 +57,12 @@ _DATE_FIELDS = ("start", "end")
 
 def _type_hints() -> dict[str, Any]:
     """ReplaySettings' field types; a field whose annotation cannot be resolved here (a name
-    imported only for type checking) keeps its text and takes values as written."""
+    imported only for type checking) keeps its text and takes values as written. replay.py
+    imports the classes of its optional features only for type checking (a plain replay's
+    start-up, issue 13): they are given here."""
     try:
-        return typing.get_type_hints(ReplaySettings)
+        return typing.get_type_hints(ReplaySettings, localns={"ShareModel": ShareModel,
+                                                              "TuningScheme": TuningScheme})
     except NameError:
         return {f.name: f.type for f in dataclasses.fields(ReplaySettings)}
 

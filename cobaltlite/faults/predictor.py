@@ -13,13 +13,10 @@ import math
 from bisect import bisect_left
 from collections.abc import Sequence
 
+from cobaltlite.choices import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
 from cobaltlite.errors import InputError
 from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.machine.model import FailureChance, Machine, NoFailures
-
-PREDICTORS = ("window", "perfect", "none")
-PAPER_SENSITIVITY = 0.6
-PAPER_SPECIFICITY = 0.6
 
 
 class WindowPredictor:

@@ -13,7 +13,6 @@ Shipped machines live in `cobaltlite/_machines` inside an installed wheel, and i
 from __future__ import annotations
 
 import dataclasses
-import importlib.resources
 from pathlib import Path
 
 import cobaltlite
@@ -26,6 +25,8 @@ YAML_SUFFIXES = (".yaml", ".yml")
 def shipped_machines_dir() -> Path:
     """Where the shipped machine descriptions are, installed or in a checkout."""
     # A wheel force-includes simulator/machines as cobaltlite/_machines (see pyproject.toml).
+    import importlib.resources  # here: a flat replay never asks, and its start-up counts
+
     installed = importlib.resources.files("cobaltlite") / "_machines"
     if isinstance(installed, Path) and installed.is_dir():
         return installed

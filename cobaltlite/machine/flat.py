@@ -13,7 +13,7 @@ job, if any, keeps it until it ends.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 
@@ -53,6 +53,7 @@ class FlatMachine:
         self._out = 0  # failed or down: never free
         # jobid -> (node mask, node count, expected end)
         self._held: dict[int, tuple[int, int, float]] = {}
+        self._ends: dict[float, int] = {}  # expected end -> nodes held until then (planners)
         self._place_sets: dict[PlaceSet, int] = {}
         # The last place find_location named and its mask: a pass allocates and commits the
         # place it was just given, so the string need not be parsed back.
@@ -120,11 +121,22 @@ class FlatMachine:
         count = mask.bit_count()
         self._free &= ~mask
         self._idle -= count
-        self._held[jobid] = (mask, count, expected_end)
+        self._hold(jobid, mask, count, expected_end)
         return count
 
+    def _hold(self, jobid: int, mask: int, count: int, expected_end: float) -> None:
+        """Record `jobid` as holding `mask` until about `expected_end` (and in `_ends`, which
+        the planners read instead of walking every held job)."""
+        self._held[jobid] = (mask, count, expected_end)
+        self._ends[expected_end] = self._ends.get(expected_end, 0) + count
+
     def release(self, jobid: int) -> None:
-        mask, _, _ = self._held.pop(jobid)
+        mask, count, end = self._held.pop(jobid)
+        left = self._ends[end] - count
+        if left:
+            self._ends[end] = left
+        else:
+            del self._ends[end]
         back = mask & ~self._out
         self._free |= back
         self._idle += back.bit_count()
@@ -233,12 +245,33 @@ class FlatMachine:
         part._failed = to_local(self._failed & nodes)
         part._down = to_local(self._down & nodes)
         part._out = part._failed | part._down
-        held = part._held
         for jobid, (mask, _, end) in self._held.items():
             if mask & nodes:
                 local = to_local(mask & nodes)
-                held[jobid] = (local, local.bit_count(), end)
+                part._hold(jobid, local, local.bit_count(), end)
         return part
+
+
+def returns(machine: FlatMachine, now: float) -> dict[float, int]:
+    """When the running jobs give their nodes back to the plan made at `now`: time -> nodes.
+    Equal at two instants (the later one's entries after it) exactly when the free-node
+    profiles from the later one on are equal (with the same nodes out of service)."""
+    failed = machine._out
+    held_ends = machine._ends
+    if not failed and (not held_ends or min(held_ends) > now):
+        return dict(held_ends)  # no overdue job, no node out of service: kept by allocate
+    ends: dict[float, int] = {}
+    for mask, count, end in machine._held.values():
+        when = max(end, now + OVERDUE_GRACE) if end <= now else end
+        # A held node that has failed or is down does not come back when its job ends.
+        back = (mask & ~failed).bit_count() if failed else count
+        ends[when] = ends.get(when, 0) + back
+    return ends
+
+
+_MERGE_AFTER = 64
+"""Released reservations a kept plan carries before its equal neighbouring segments are joined:
+each leaves up to two needless breakpoints that every later search walks over."""
 
 
 class FlatPlanner:
@@ -247,17 +280,12 @@ class FlatPlanner:
     def __init__(self, machine: FlatMachine, now: float) -> None:
         self._machine = machine
         self._now = now
-        ends: dict[float, int] = {}
-        failed = machine._out
-        for mask, count, end in machine._held.values():
-            when = max(end, now + OVERDUE_GRACE) if end <= now else end
-            # A held node that has failed or is down does not come back when its job ends.
-            back = (mask & ~failed).bit_count() if failed else count
-            ends[when] = ends.get(when, 0) + back
+        ends = returns(machine, now)
         self._bookings: list[tuple[float, float, int]] = []  # (start, end, node mask)
         self._times = [now]
         self._free = [machine._idle]
         self._low: list[int] | None = None  # see _fits_now
+        self._released = 0  # reservations given back since the last _merge
         running_free = machine._idle
         for when in sorted(ends):
             running_free += ends[when]
@@ -266,18 +294,19 @@ class FlatPlanner:
 
     def _breakpoint(self, when: float) -> int:
         """Index of the segment starting exactly at `when`, splitting one if needed."""
-        i = bisect_left(self._times, when)
-        if i < len(self._times) and self._times[i] == when:
+        times = self._times
+        i = bisect_left(times, when)
+        if i < len(times) and times[i] == when:
             return i
-        insort(self._times, when)
+        times.insert(i, when)
         self._free.insert(i, self._free[i - 1])
         return i
 
     def _take(self, start: float, end: float, nodes: int) -> None:
         first = self._breakpoint(start)
         last = self._breakpoint(end)
-        for i in range(first, last):
-            self._free[i] -= nodes
+        free = self._free
+        free[first:last] = [count - nodes for count in free[first:last]]
         self._low = None
 
     def _fits_now(self, nodes: int, end: float) -> bool:
@@ -333,19 +362,28 @@ class FlatPlanner:
         times, free = self._times, self._free
         last = len(times) - 1
         first = -1  # first segment of the current run of segments with enough free nodes
-        for j in range(begin, last + 1):
+        until = 0.0  # when that run is long enough
+        for j in range(begin, last):
             if free[j] < nodes:
                 first = -1
-                continue
+            elif first >= 0:
+                if times[j + 1] >= until:
+                    break
+            elif set_free_at is None or set_free_at(times[j]) >= nodes:
+                first, until = j, times[j] + duration
+                if times[j + 1] >= until:
+                    break
+        else:  # the last segment lasts for ever: a run reaching it is long enough
+            if free[last] < nodes:
+                first = -1
+            elif first < 0 and (set_free_at is None or set_free_at(times[last]) >= nodes):
+                first = last
             if first < 0:
-                if set_free_at is not None and set_free_at(times[j]) < nodes:
-                    continue
-                first = j
-            if j == last or times[j + 1] >= times[first] + duration:
-                start = times[first]
-                self._take(start, start + duration, nodes)
-                return start, f"{nodes} nodes"
-        raise AssertionError("the last segment of a profile has every node in service free")
+                raise AssertionError("the last segment of a profile has every node in service "
+                                     "free")
+        start = times[first]
+        self._take(start, start + duration, nodes)
+        return start, f"{nodes} nodes"
 
     def _set_free_at(self, nodes_of_set: int) -> Callable[[float], int]:
         """When the set's nodes come free: f(t) = how many are free at t (never fewer later)."""
@@ -367,6 +405,7 @@ class FlatPlanner:
         other._times, other._free = list(self._times), list(self._free)
         other._low = self._low  # never changed in place: _take drops it
         other._bookings = list(self._bookings)
+        other._released = self._released
         return other
 
     def plan_now(self, nodes: int, duration: float, allowed: PlaceSet | None = None) -> bool:
@@ -402,6 +441,39 @@ class FlatPlanner:
             when = max(returns, begin)
             if back and when < end:
                 self._take(when, end, back.bit_count())
+
+    def unreserve(self, start: float, duration: float, nodes: int) -> None:
+        """Give back a reservation of `nodes` made over [start, start+duration): the plan is as
+        if it had never been made, from now on (the breakpoints it split stay; a segment split
+        in two equal halves finds the same starts)."""
+        begin = max(start, self._now)
+        if start + duration > begin:
+            self._take(begin, start + duration, -nodes)
+            self._released += 1
+
+    def advance(self, now: float) -> None:
+        """Move the plan's present to `now` (not earlier): the segments before it are dropped,
+        every reservation stays. Only right when nothing but time changed the profile since
+        (scheduler/plan.py checks that)."""
+        times, free = self._times, self._free
+        i = bisect_right(times, now) - 1
+        if i > 0:
+            del times[:i], free[:i]
+        times[0] = now
+        self._now = now
+        self._low = None
+        if self._released > _MERGE_AFTER:
+            self._merge()
+
+    def _merge(self) -> None:
+        """Join neighbouring segments of equal free count (left by released reservations)."""
+        times, free = [self._times[0]], [self._free[0]]
+        for when, count in zip(self._times, self._free, strict=True):
+            if count != free[-1]:
+                times.append(when)
+                free.append(count)
+        self._times, self._free = times, free
+        self._released = 0
 
     def commit(self, location: str, duration: float) -> None:
         self._take(self._now, self._now + duration,

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cobaltlite.errors import InputError
 from cobaltlite.traces.model import TraceJob
 
@@ -168,6 +166,8 @@ def layout_yaml(layout: QueueLayout, machine_nodes: int) -> str:
          **({"split_from": q.parent} if q.parent else {}),
          "jobs": [_job_class_yaml(c) for c in q.classes]}
         for q in layout.queues]
+    import yaml  # here and in parse_layout: Qsim imports this module, and yaml costs its start-up
+
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -184,6 +184,8 @@ def read_layout(path: Path) -> tuple[QueueLayout, int]:
 def parse_layout(text: str, path: str) -> tuple[QueueLayout, int]:
     """A layout's YAML text and its machine size; errors name `path` (where the text came
     from) and the key, or the line of a YAML syntax error."""
+    import yaml
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

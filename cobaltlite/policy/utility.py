@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Protocol
 
+from cobaltlite.choices import BUILTIN_POLICIES
 from cobaltlite.errors import CobaltliteError
 
 JOB_INPUTS: dict[str, str] = {
@@ -292,10 +293,10 @@ inputs, they score a whole queue in one call (qsim/fork.py's start estimates use
 jobs that matter to a pass; the exact scores still come from the per-job call)."""
 
 
-BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    f.__name__: f
-    for f in (fcfs, fat, wfp1, wfp3, fcsj, unicef, default, high_prio, balanced, fairshare)
-}
+# The functions above by name; the names live in cobaltlite/choices.py so that `qsim --help` can
+# list them without importing this module.
+BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {name: globals()[name]
+                                                     for name in BUILTIN_POLICIES}
 
 
 FIXED_ORDERS: dict[str, Callable[[Any], Any]] = {

@@ -9,35 +9,28 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# Only what the parser needs is imported here, so `qsim --help` and a bad option stay quick
+# (issue 13: start-up <= 0.12 s); the replay machinery is imported by main() after parsing.
 from cobaltlite.argtypes import moment, non_negative_float, positive_float, positive_int, rate
-from cobaltlite.errors import CobaltliteError, InputError
-from cobaltlite.faults.predictor import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
-from cobaltlite.jobs.queues import load_queue_config
-from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, check_half_life
-from cobaltlite.policy.utility import BUILTIN_FUNCTIONS, UtilityFunction
-from cobaltlite.qsim.eet import eet_markdown, print_eet
-from cobaltlite.qsim.eet_command import share_model
-from cobaltlite.qsim.fairness import FAIR_START_METHODS
-from cobaltlite.qsim.metrics import (
-    metrics_markdown,
-    output_console,
-    print_comparison,
-    print_metrics,
-)
-from cobaltlite.qsim.queue_metrics import queue_table
-from cobaltlite.qsim.replay import TRACE_FORMATS, ReplaySettings, policy_named, replay
-from cobaltlite.scheduler.scheduler import MAX_WINDOW, Backfill, check_window
-from cobaltlite.scheduler.slack import SlackSettings
-from cobaltlite.tuning.scheme import (
+from cobaltlite.choices import (
+    BUILTIN_POLICIES,
     EXAMPLE_SCHEMES,
-    TuningScheme,
-    example_scheme,
-    load_scheme_file,
+    FAIR_START_METHODS,
+    MAX_WINDOW,
+    PAPER_SENSITIVITY,
+    PAPER_SPECIFICITY,
+    PREDICTORS,
+    TRACE_FORMATS,
+    Backfill,
 )
+from cobaltlite.errors import CobaltliteError, InputError
+from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, check_half_life
 
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.progress import Progress
+
+    from cobaltlite.policy.utility import UtilityFunction
+    from cobaltlite.tuning.scheme import TuningScheme
 
 EPILOG = """\
 subcommands (given first, instead of --trace):
@@ -66,6 +59,8 @@ stdout. qsim exits 1 when no job was replayed.
 
 
 def _window(text: str) -> int:
+    from cobaltlite.scheduler.scheduler import check_window
+
     try:
         return check_window(int(text))
     except ValueError as exc:
@@ -76,6 +71,8 @@ def _tuning(spec: str | None) -> TuningScheme | None:
     """A shipped scheme by name, else a YAML file."""
     if spec is None:
         return None
+    from cobaltlite.tuning.scheme import example_scheme, load_scheme_file
+
     if spec in EXAMPLE_SCHEMES:
         return example_scheme(spec)
     path = Path(spec)
@@ -121,6 +118,8 @@ def _slack_param(text: str) -> tuple[str, object]:
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE (e.g. lookahead=20)")
+    from cobaltlite.scheduler.slack import SlackSettings
+
     try:
         return name, getattr(SlackSettings.from_mapping({name: value}), name)
     except ValueError as exc:
@@ -167,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--policy",
         default="fcfs",
         metavar="NAME[,NAME...]",
-        help=f"utility function ranking the queue: {', '.join(BUILTIN_FUNCTIONS)} "
+        help=f"utility function ranking the queue: {', '.join(BUILTIN_POLICIES)} "
         "(default: fcfs); several names separated by commas replay the trace once per policy "
         "and print the runs side by side",
     )
@@ -378,7 +377,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _progress_factory(console: Console) -> tuple[Progress, Callable[[int], Callable[[int], None]]]:
+def _progress_factory() -> tuple[Progress, Callable[[int], Callable[[int], None]]]:
+    """A progress bar on stderr (a terminal): rich is imported only for it and the metrics
+    table, after the replay's start-up."""
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -392,7 +394,7 @@ def _progress_factory(console: Console) -> tuple[Progress, Callable[[int], Calla
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console,
+        console=Console(stderr=True),
         transient=True,
     )
 
@@ -404,6 +406,8 @@ def _progress_factory(console: Console) -> tuple[Progress, Callable[[int], Calla
 
 
 def _policy(name: str, args: argparse.Namespace) -> UtilityFunction:
+    from cobaltlite.qsim.replay import policy_named
+
     return policy_named(name, dict(args.policy_param), args.utility_file)
 
 
@@ -428,15 +432,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    from rich.console import Console  # not for --help: rich takes a third of the start-up
+    # Imported after parsing: --help and a bad option never load the replay machinery.
+    from cobaltlite.jobs.queues import load_queue_config
+    from cobaltlite.qsim.metrics import (
+        metrics_markdown,
+        output_console,
+        print_comparison,
+        print_metrics,
+    )
+    from cobaltlite.qsim.queue_metrics import queue_table
+    from cobaltlite.qsim.replay import ReplaySettings, replay
+    from cobaltlite.scheduler.slack import SlackSettings
 
-    err = Console(stderr=True, soft_wrap=True)
     names = [name.strip() for name in args.policy.split(",") if name.strip()]
     if not names:
         parser.error("--policy needs at least one policy name")
     problem = _check_paths(args.trace, args.out, several=len(names) > 1)
     if problem:
-        err.print(f"qsim: error: {problem}", markup=False, highlight=False)
+        _say(f"qsim: error: {problem}")
         return 1
     if args.slack_param and args.backfill != Backfill.SLACK:
         parser.error("--slack-param applies only with --backfill slack")
@@ -450,17 +463,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(names) > 1 or args.tuning or args.queue_places or args.fair_start != "none":
             parser.error("--reconfigure monthly replays one policy (fcfs) with EASY and no "
                          "--tuning, --queue-places or --fair-start")
+        from rich.console import Console
+
         from cobaltlite.partitioning.monthly import run_command
 
         try:
-            return run_command(args, err)
+            return run_command(args, Console(stderr=True, soft_wrap=True))
         except CobaltliteError as exc:
-            err.print(f"qsim: error: {exc}", markup=False, highlight=False)
+            _say(f"qsim: error: {exc}")
             return 1
     reports = []
     try:
         tuning = _tuning(args.tuning)
-        eet_model = share_model(args.eet_shares) if args.eet or args.eet_shares else None
+        eet_model = None
+        if args.eet or args.eet_shares:
+            from cobaltlite.qsim.eet_command import share_model
+
+            eet_model = share_model(args.eet_shares)
         policies = [_policy(name, args) for name in names]
         queue_config = None if args.queues is None else load_queue_config(args.queues)
         queue_policies = {q["policy"]: _policy(q["policy"], args)
@@ -486,21 +505,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 queue_layout=args.queue_layout,
             )
             began = time.perf_counter()
-            if args.quiet or not err.is_terminal:
+            if args.quiet or not sys.stderr.isatty():
                 report = replay(settings)
             else:
-                progress, factory = _progress_factory(err)
+                progress, factory = _progress_factory()
                 with progress:
                     report = replay(settings, factory)
             reports.append((report, time.perf_counter() - began))
     except CobaltliteError as exc:
-        err.print(f"qsim: error: {exc}", markup=False, highlight=False)
+        _say(f"qsim: error: {exc}")
         return 1
     first = reports[0][0]
     for label, items in (("trace lines skipped", first.trace_skipped),
                          ("jobs that fit nowhere", first.result.skipped)):
         if items:
-            err.print(f"qsim: {len(items)} {label}; first: {items[0]}", markup=False)
+            _say(f"qsim: {len(items)} {label}; first: {items[0]}")
     named = [(r.settings.policy.name, r.metrics) for r, _ in reports]
     title = (f"{args.trace.name} on {args.machine}, {args.backfill} backfilling, W={args.window}"
              + (f", tuning {tuning.name}" if tuning else ""))
@@ -513,6 +532,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "by_queue" in first.metrics:
             output_console().print(queue_table(first.metrics["by_queue"]))
     if eet_model is not None:
+        from cobaltlite.qsim.eet import eet_markdown, print_eet
+
         eet_named = [(r.settings.policy.name, r.metrics["eet"]) for r, _ in reports]
         if args.markdown:
             print("\n" + eet_markdown(eet_named))
@@ -521,16 +542,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.quiet:
         for report, elapsed in reports:
             jobs = len(report.result.outcomes)
-            err.print(f"qsim: {report.settings.policy.name}: {jobs} jobs in {elapsed:.2f} s "
-                      f"({jobs / max(elapsed, 1e-9):,.0f} jobs/s)", markup=False, highlight=False)
+            _say(f"qsim: {report.settings.policy.name}: {jobs} jobs in {elapsed:.2f} s "
+                 f"({jobs / max(elapsed, 1e-9):,.0f} jobs/s)")
     empty = [report.settings.policy.name for report, _ in reports if not report.result.outcomes]
     if empty:
         # A window after the trace's end, or every job too big: metrics of nothing mean nothing.
-        err.print(f"qsim: warning: no job was replayed ({', '.join(empty)}); check --start/--end "
-                  "against the trace's dates and --machine against the jobs' sizes",
-                  markup=False, highlight=False)
+        _say(f"qsim: warning: no job was replayed ({', '.join(empty)}); check --start/--end "
+             "against the trace's dates and --machine against the jobs' sizes")
         return 1
     return 0
+
+
+def _say(message: str) -> None:
+    """A line on stderr (errors, warnings, the timing line)."""
+    print(message, file=sys.stderr)
 
 
 def _check_paths(trace: Path, out: Path | None, several: bool) -> str | None:

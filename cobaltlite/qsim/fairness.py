@@ -43,7 +43,6 @@ from cobaltlite.qsim.outcome import JobOutcome
 from cobaltlite.scheduler.scheduler import Backfill
 
 FairStartMethod = Literal["replay", "estimate"]
-FAIR_START_METHODS: tuple[str, ...] = ("replay", "estimate")
 TOLERANCE = 1e-6
 
 

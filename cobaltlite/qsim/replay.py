@@ -13,11 +13,11 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cobaltlite.accounting import read_accounting_log
+from cobaltlite.choices import TRACE_FORMATS
 from cobaltlite.errors import InputError
-from cobaltlite.faults.failure_log import read_failure_log
 from cobaltlite.faults.predictor import (
     PAPER_SENSITIVITY,
     PAPER_SPECIFICITY,
@@ -38,28 +38,27 @@ from cobaltlite.machine.runtime import build_machine
 from cobaltlite.partitioning.layout import QueueLayout, read_layout
 from cobaltlite.policy.usage import DEFAULT_HALF_LIFE
 from cobaltlite.policy.utility import UtilityFunction, builtin_policy
-from cobaltlite.qsim.eet import ShareModel, from_outcomes, score_schedule, write_figures
 from cobaltlite.qsim.engine import DEFAULT_REPAIR_TIME, Qsim, ReplayResult
-from cobaltlite.qsim.fairness import Settings as FairnessSettings
-from cobaltlite.qsim.fairness import SettingsAt, fair_start_times
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
 from cobaltlite.qsim.queue_metrics import queue_metrics
-from cobaltlite.qsim.unfairness import seed001_metrics
 from cobaltlite.reservations.model import ReservationError
-from cobaltlite.reservations.qsim_file import load_reservations
 from cobaltlite.reservations.requests import named_places
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.scheduler.slack import SlackSettings
-from cobaltlite.traces.intrepid_list import read_intrepid_list
 from cobaltlite.traces.model import TraceJob, TraceReadResult, select_window
 from cobaltlite.traces.swf import read_swf
-from cobaltlite.tuning.apply import with_balance_factor
-from cobaltlite.tuning.qsim import QsimTuning
-from cobaltlite.tuning.scheme import TuningScheme
-from cobaltlite.tuning.tuner import Tuner
 
-TRACE_FORMATS = ("auto", "swf", "accounting", "intrepid-list")
+if TYPE_CHECKING:
+    from cobaltlite.qsim.eet import ShareModel
+    from cobaltlite.qsim.fairness import Settings as FairnessSettings
+    from cobaltlite.qsim.fairness import SettingsAt
+    from cobaltlite.tuning.scheme import TuningScheme
+    from cobaltlite.tuning.tuner import Tuner
+
+# The modules of options a plain replay does not use (tuning, fair starts, EETs, seed 001's
+# metrics, reservations, failure logs, the Intrepid list reader) are imported where the option is
+# read: a flat replay's start-up is part of what a user waits for (issue 13).
 
 BGP_CORES_PER_NODE = 4
 """Blue Gene/P nodes have 4 cores; Intrepid's SWF log counts cores (traces/README.md)."""
@@ -225,6 +224,8 @@ def read_trace(settings: ReplaySettings, processors_per_node: int) -> TraceReadR
     elif kind == "accounting":
         result = read_accounting_log(path, lenient=settings.lenient, estimate=settings.estimate)
     elif kind == "intrepid-list":
+        from cobaltlite.traces.intrepid_list import read_intrepid_list
+
         result = read_intrepid_list(path, lenient=settings.lenient)
     else:
         raise InputError(f"--format {kind!r}: choose one of {', '.join(TRACE_FORMATS)}")
@@ -283,8 +284,11 @@ def replay(
     if failures is not None:
         machine.failures = build_predictor(settings.predictor, failures, machine,
                                            settings.sensitivity, settings.specificity)
-    reservations = (load_reservations(settings.reservations, machine)
-                    if settings.reservations is not None else None)
+    reservations = None
+    if settings.reservations is not None:
+        from cobaltlite.reservations.qsim_file import load_reservations
+
+        reservations = load_reservations(settings.reservations, machine)
     queue_places = _queue_places(settings.queue_places, machine)
     layout = (_queue_layout(settings.queue_layout, machine)
               if settings.queue_layout is not None else None)
@@ -304,7 +308,11 @@ def replay(
         settings.out.mkdir(parents=True, exist_ok=True)
         observer = qsim.observer = AccountingObserver(settings.out / "accounting.log")
     try:
-        tuning = QsimTuning(qsim, settings.tuning) if settings.tuning is not None else None
+        tuning = None
+        if settings.tuning is not None:
+            from cobaltlite.tuning.qsim import QsimTuning
+
+            tuning = QsimTuning(qsim, settings.tuning)
         progress = progress_factory(jobs_read) if progress_factory else None
         result = qsim.run(progress)
     finally:
@@ -313,6 +321,8 @@ def replay(
     tuner = tuning.tuner if tuning is not None else None
     fair = None
     if settings.fair_start != "none":
+        from cobaltlite.qsim.fairness import fair_start_times
+
         fair = fair_start_times(result.outcomes, build_machine(description), settings.backfill,
                                 _settings_at(settings, tuner),
                                 "estimate" if settings.fair_start == "estimate" else "replay")
@@ -329,12 +339,16 @@ def replay(
         metrics["by_queue"] = queue_metrics(result.outcomes, qsim.partitions,
                                             settings.slowdown_bound)
     if settings.eet is not None:
+        from cobaltlite.qsim.eet import from_outcomes, score_schedule, write_figures
+
         scored = score_schedule(from_outcomes(result.outcomes), result.machine_nodes, settings.eet)
         metrics["eet"] = scored.summary()
         if settings.out is not None:
             write_figures(scored, settings.out, f"{settings.trace.name}, {settings.policy.name}, "
                           f"{settings.backfill} backfilling")
     if settings.unfairness:
+        from cobaltlite.qsim.unfairness import seed001_metrics
+
         metrics["unfairness"] = seed001_metrics(result.outcomes, build_machine(description))
     report = ReplayReport(settings, result, metrics, list(trace.skipped),
                           len(machine.failure_units()) if settings.has_failures else 0, tuner)
@@ -366,6 +380,9 @@ def _queue_layout(path: Path, machine: Machine) -> QueueLayout:
 
 def _settings_at(settings: ReplaySettings, tuner: Tuner | None) -> SettingsAt:
     """The policy and window in force at an instant of the replay (for fair start times)."""
+    from cobaltlite.qsim.fairness import Settings as FairnessSettings
+    from cobaltlite.tuning.apply import with_balance_factor
+
     fixed = FairnessSettings(settings.policy, settings.window)
     if tuner is None:
         return lambda _t: fixed
@@ -400,6 +417,8 @@ def failure_list(
     if len(given) > 1:
         raise InputError(f"{' and '.join(given)}: give one failure source, not several")
     if settings.failure_log is not None:
+        from cobaltlite.faults.failure_log import read_failure_log
+
         return read_failure_log(settings.failure_log, machine)
     units = machine.failure_units()
     if settings.mtbf_hours is not None:

@@ -13,7 +13,9 @@ The order of one pass, which docs/architecture.md restates for users:
    * easy: reserve (drain) the top job's earliest place; every other job, in rank order,
      starts if it fits now without delaying that reservation.
    * conservative: every job in rank order either starts now without delaying any earlier
-     reservation, or gets a reservation of its own at its earliest time.
+     reservation, or gets a reservation of its own at its earliest time. On a flat machine the
+     plan is kept between passes and resumed where it provably holds (scheduler/plan.py): the
+     same reservations, without re-reserving the whole queue at every pass.
    * slack (seed 001, cobaltlite/scheduler/slack.py): first start the combination of the first
      L waiting jobs that a branch and bound picks within every waiting job's slack, then
      backfill conservatively (with W > 1, as conservative).
@@ -50,23 +52,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from itertools import permutations
 from operator import attrgetter
 
+from cobaltlite.choices import MAX_WINDOW, Backfill
 from cobaltlite.clock import Clock
+from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.reservations.model import Window
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
 from cobaltlite.scheduler.partitioned import PartitionedPass
+from cobaltlite.scheduler.plan import NEVER, KeptPlan
 from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings
-
-
-class Backfill(StrEnum):
-    EASY = "easy"
-    CONSERVATIVE = "conservative"
-    NONE = "none"
-    SLACK = "slack"
 
 
 @dataclass(slots=True)
@@ -79,10 +76,6 @@ class PassReport:
     reserved: list[tuple[int, str, float]] = field(default_factory=list)
     unplaceable: list[int] = field(default_factory=list)
 
-
-MAX_WINDOW = 6
-"""The largest allocation window: W! orders are tried per pass (720 at W = 6); the paper's study
-stops at W = 5."""
 
 _by_jobid = attrgetter("jobid")
 _by_score = attrgetter("score")
@@ -110,6 +103,10 @@ class Scheduler:
         self.reservations = reservations
         self.slack = SlackBackfill(slack)
         self._places: Mapping[str, PlaceSet] | None = None  # this pass's queue -> place set
+        self._kept: KeptPlan | None = None  # the last conservative pass's plan
+        self.keep_plan = True
+        """Resume the last conservative plan where it holds (False: plan every pass afresh,
+        the reference tests/test_kept_plan.py compares with)."""
         self._slack_settings = slack
         self._partitioned: PartitionedPass | None = None  # made at the first layout's pass
 
@@ -177,6 +174,9 @@ class Scheduler:
         if self.backfill is Backfill.NONE:
             return report
         waiting.extend(jobs[cut:])
+        if self.backfill is Backfill.CONSERVATIVE:
+            self._conservative_pass([top, *waiting], machine, now, report, booked)
+            return report
 
         planner = booked if booked is not None else machine.planner(now)
         if self.backfill is Backfill.SLACK:
@@ -191,11 +191,48 @@ class Scheduler:
         report.drain = (top.jobid, where, start)
         if self.backfill is Backfill.EASY:
             self._backfill_easy(waiting, machine, planner, report)
-        elif self.backfill is Backfill.SLACK:
-            self._backfill_slack_plan(waiting, machine, planner, report, booked, begun)
         else:
-            self._backfill_conservative(waiting, machine, planner, report)
+            self._backfill_slack_plan(waiting, machine, planner, report, booked, begun)
         return report
+
+    def _conservative_pass(
+        self, jobs: list[SchedulableJob], machine: Machine, now: float, report: PassReport,
+        booked: Planner | None,
+    ) -> None:
+        """Step 4 under conservative backfilling from the top job (`jobs[0]`) on: on a flat
+        machine without place sets or reservation periods, by resuming the last pass's plan
+        where it still holds (scheduler/plan.py), else on a plan made afresh."""
+        kept: KeptPlan | None = None
+        began: list[int] = []  # the kept jobs started where the plan reserved them
+        if booked is not None or self._places is not None or not isinstance(machine, FlatMachine):
+            self._kept = None
+            planner: Planner = booked if booked is not None else machine.planner(now)
+        else:
+            kept = self._kept
+            due = kept.resume(machine, now, jobs) if kept is not None and self.keep_plan else None
+            if kept is None or due is None:
+                kept = self._kept = KeptPlan(machine, machine.planner(now), now)
+                due = []
+            planner = kept.planner
+            for i in due:  # reserved from now in the plan: free nodes are there for it
+                job = jobs[i]
+                location = machine.find_location(job.size, job.wall_time, now)
+                if location is not None and self._start(job, location, report):
+                    began.append(i)
+        first = 0 if kept is None else len(kept.keys)
+        if first == 0:
+            top = jobs[0]
+            start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
+            report.drain = (top.jobid, where, start)
+            if kept is not None:
+                kept.add(top, start, where)
+            first = 1
+        else:
+            assert kept is not None
+            report.drain = (kept.keys[0][0], kept.wheres[0], kept.starts[0])
+        self._backfill_conservative(jobs[first:], machine, planner, report, kept)
+        if kept is not None:
+            kept.settle(now, began)
 
     def _backfill_slack_plan(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
@@ -358,8 +395,11 @@ class Scheduler:
                 idle = machine.idle_nodes()
 
     def _backfill_conservative(
-        self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
+        self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
+        report: PassReport, kept: KeptPlan | None = None,
     ) -> None:
+        """Each job in rank order starts now if that delays no earlier reservation, else is
+        reserved at its earliest, in `kept` too when the plan is kept."""
         idle = machine.idle_nodes()
         for job in waiting:
             if not machine.has_free_capacity():
@@ -370,8 +410,12 @@ class Scheduler:
             if location is not None and self._start(job, location, report):
                 planner.commit(location, job.wall_time)
                 idle = machine.idle_nodes()
-            elif machine.allocation_size(job.size) is not None:
-                planner.reserve_earliest(job.size, job.wall_time, allowed)
+                continue
+            start, where = NEVER, ""
+            if machine.allocation_size(job.size) is not None:
+                start, where = planner.reserve_earliest(job.size, job.wall_time, allowed)
+            if kept is not None:
+                kept.add(job, start, where)
 
     def _allowed(self, job: SchedulableJob) -> PlaceSet | None:
         """Where `job` may go in this pass: its queue's place set, or None (anywhere)."""

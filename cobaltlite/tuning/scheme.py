@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from cobaltlite.choices import EXAMPLE_SCHEMES, MAX_WINDOW
 from cobaltlite.errors import InputError
 from cobaltlite.metrics_monitor.series import MONITORED_METRICS
-from cobaltlite.scheduler.scheduler import MAX_WINDOW
 
 TUNABLE_BOUNDS: Mapping[str, tuple[float, float]] = {"bf": (0.0, 1.0), "w": (1, MAX_WINDOW)}
 """Each tunable's closed range: the balance factor BF and the allocation window W."""
@@ -85,11 +85,6 @@ EXAMPLE_RULES: Mapping[str, TuningRule] = {
     # §4.4.2: W = 4 while the 10-hour utilization is below the 24-hour one, else 1.
     "w-utilization-trend": TuningRule("w-utilization-trend", "w", 1, 3, "utilization_10h",
                                       "below", "utilization_24h"),
-}
-EXAMPLE_SCHEMES: Mapping[str, tuple[str, ...]] = {
-    "bf-adaptive": ("bf-queue-depth",),
-    "w-adaptive": ("w-utilization-trend",),
-    "2d-adaptive": ("bf-queue-depth", "w-utilization-trend"),
 }
 
 _RULE_KEYS = ("example", "name", "tunable", "initial", "delta", "metric", "when", "threshold")

@@ -1,0 +1,131 @@
+"""Conservative backfilling's plan, kept from one pass to the next (issue 13).
+
+A conservative pass reserves every waiting job, in rank order, at its earliest start on the
+free-node profile that the running jobs and the reservations before it leave (scheduler.py,
+step 4). Each reservation depends on that profile alone. So when, between two passes, every job
+holding nodes either still ends when the last plan said or started where that plan reserved it,
+and nothing else changed the machine (no early end, failure or node taken down), the profile
+from now on is the last pass's, and each reservation kept is again its job's earliest. The pass
+then only
+
+1. starts, in rank order, the kept jobs whose reservation begins now, and
+2. gives back the reservations of the kept jobs from the first one whose place in the rank
+   order changed (a job ranked ahead arrived, one left the queue, one's start was refused so
+   its reservation lies in the past), and reserves every job from there on as a full pass does.
+
+Otherwise the pass plans from scratch, as it always did, and keeps that plan. Only the flat
+machine's plan is kept (a count of free nodes over time, so "the same profile" is a comparison
+of the running jobs' ends), and only without queue place sets and reservation periods.
+tests/test_kept_plan.py compares both ways pass by pass on random workloads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import attrgetter
+
+from cobaltlite.machine.flat import FlatMachine, FlatPlanner, returns
+from cobaltlite.scheduler.interfaces import SchedulableJob
+
+NEVER = float("inf")
+"""The start recorded for a job the plan holds nothing for: no place of its size is in service,
+or no place of the machine fits it."""
+
+JobKey = tuple[int, int, float]
+"""What a reservation was made for: job id, size, wall time."""
+
+job_key = attrgetter("jobid", "size", "wall_time")
+
+
+class KeptPlan:
+    """The last conservative pass's plan: its planner (every reservation in it), the waiting
+    jobs in rank order with their reservations (`keys`, `starts`, `wheres`), and when the
+    running jobs give their nodes back."""
+
+    def __init__(self, machine: FlatMachine, planner: FlatPlanner, now: float) -> None:
+        self.machine = machine
+        self.planner = planner
+        self.keys: list[JobKey] = []
+        self.starts: list[float] = []
+        self.wheres: list[str] = []
+        self._soonest = NEVER  # the earliest of `starts`
+        self._out = machine._out
+        self._returns = returns(self.machine, now)
+
+    def add(self, job: SchedulableJob, start: float, where: str) -> None:
+        """`job`, the next in rank order, is reserved from `start` (NEVER: not at all)."""
+        self.keys.append((job.jobid, job.size, job.wall_time))
+        self.starts.append(start)
+        self.wheres.append(where)
+        if start < self._soonest:
+            self._soonest = start
+
+    def resume(self, machine: FlatMachine, now: float, jobs: Sequence[SchedulableJob]
+               ) -> list[int] | None:
+        """Bring the plan to `now` for `jobs` (the pass's top job and waiting jobs, in rank
+        order): return the indices of the jobs whose kept reservation starts now, to be started
+        in that order; the plan then holds the reservations of `jobs[:len(self.keys)]`, and
+        every job after them is to be reserved. None when the profile may differ: plan afresh.
+        """
+        if machine is not self.machine or machine._out != self._out:
+            return None
+        keys, starts = self.keys, self.starts
+        current = list(map(job_key, jobs))
+        # The jobs a pass starts before its top job come off the front of the queue (in this
+        # pass, or in one that started every job or filled the machine and so planned nothing).
+        gone = 0
+        if keys and current and keys[0] != current[0]:
+            gone = keys.index(current[0]) if current[0] in keys else len(keys)
+        expected = {when: count for when, count in self._returns.items() if when > now}
+        held = machine._held
+        for (jobid, size, wall), start in zip(keys[:gone], starts, strict=False):
+            end = start + wall
+            holding = held.get(jobid)
+            if holding is not None and holding[1] == size and holding[2] == end <= now + wall:
+                if end > now:
+                    expected[end] = expected.get(end, 0) + size
+            elif holding is not None or end > now:
+                return None  # it left the queue otherwise than by starting as planned
+        if returns(machine, now) != expected:
+            return None  # an early end, an overdue job, a start nobody planned
+        kept = len(keys) - gone
+        same = kept if keys[gone:] == current[:kept] else next(
+            (i for i, (a, b) in enumerate(zip(keys[gone:], current, strict=False)) if a != b),
+            min(kept, len(current)))
+        if same and self._soonest < now and min(starts[gone:gone + same]) < now:
+            # a refused start, its reservation now in the past
+            same = next(i for i, s in enumerate(starts[gone:gone + same]) if s < now)
+        self._cut(gone, gone + same)
+        self.planner.advance(now)
+        due: list[int] = []
+        if same and self._soonest <= now:  # some start now (none earlier: cut above)
+            i = starts.index(now)
+            while True:
+                due.append(i)
+                try:
+                    i = starts.index(now, i + 1)
+                except ValueError:
+                    return due
+        return due
+
+    def _cut(self, first: int, last: int) -> None:
+        """Keep only the reservations [first, last): the ones before started, the ones after
+        are given back to the planner."""
+        planner, keys, starts = self.planner, self.keys, self.starts
+        for (_, size, wall), start in zip(keys[last:], starts[last:], strict=True):
+            if start != NEVER:
+                planner.unreserve(start, wall, size)
+        if first or last < len(keys):
+            for column in (keys, starts, self.wheres):
+                del column[last:]
+                del column[:first]
+            self._soonest = min(starts, default=NEVER)
+
+    def settle(self, now: float, started: list[int]) -> None:
+        """End of the pass: the jobs at indices `started` (of those `resume` returned) began,
+        so they leave the plan; the running jobs' ends are taken as they now stand."""
+        for i in reversed(started):
+            del self.keys[i], self.starts[i], self.wheres[i]
+        if started:
+            self._soonest = min(self.starts, default=NEVER)
+        self._returns = returns(self.machine, now)
