@@ -37,6 +37,7 @@ NOT_JOB_RECORDS = RESERVATION_RECORDS | {FAILURE_RECORD}
 
 _NEEDS_QUOTES = re.compile(r'[\s",=]')
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"}
+_ESCAPE_TABLE = str.maketrans(_ESCAPES)
 _UNESCAPES = {"\\": "\\", '"': '"', "n": "\n", "r": "\r"}
 _BAD_NAME = re.compile(r'[\s=;"]')
 _RECORD_DATE = re.compile(r"(\d\d)/(\d\d)/(\d{4}) (\d\d):(\d\d):(\d\d)")
@@ -64,7 +65,7 @@ def format_record(when: float, kind: str, jobid: object, fields: Mapping[str, ob
     flat: dict[str, str] = {}
     _flatten(fields, "", flat)
     message = " ".join([f"{key}={flat[key]}" for key in sorted(flat)])
-    return f"{_stamp(when)};{kind};{ident};{message}"
+    return f"{record_stamp(when)};{kind};{ident};{message}"
 
 
 _DATES: dict[int, str] = {}
@@ -72,8 +73,8 @@ _DATES: dict[int, str] = {}
 hundreds of thousands of records over a few hundred days."""
 
 
-def _stamp(when: float) -> str:
-    """`when` as `MM/DD/YYYY HH:MM:SS` in UTC, truncated to the second."""
+def record_stamp(when: float) -> str:
+    """`when` as `MM/DD/YYYY HH:MM:SS` in UTC, truncated to the second: a record's timestamp."""
     second = int(when)
     if second != when:  # datetime rounds fractions to the microsecond first: let it decide
         return datetime.fromtimestamp(when, UTC).strftime("%m/%d/%Y %H:%M:%S")
@@ -104,24 +105,24 @@ def _flatten(fields: Mapping[str, object], prefix: str, into: dict[str, str]) ->
         if kind is int or kind is float:
             text = str(value)
         elif kind is str:
-            text = _quote(value)  # type: ignore[arg-type]
+            text = quote_value(value)  # type: ignore[arg-type]
         elif isinstance(value, Mapping):
             _flatten(value, name + ".", into)
             continue
         elif isinstance(value, list | tuple):
-            text = _quote(":".join(str(item) for item in value))
+            text = quote_value(":".join(str(item) for item in value))
         else:
-            text = _quote(str(value))
+            text = quote_value(str(value))
         if name in into:
             raise ValueError(f"field {name!r} given twice (once nested, once dotted)")
         into[name] = text
 
 
-def _quote(value: str) -> str:
+def quote_value(value: str) -> str:
+    """`value` as a record writes it: as it is, or in double quotes with escapes if needed."""
     if not _NEEDS_QUOTES.search(value):
         return value
-    escaped = "".join(_ESCAPES.get(char, char) for char in value)
-    return f'"{escaped}"'
+    return f'"{value.translate(_ESCAPE_TABLE)}"'
 
 
 class AccountingLog:
@@ -155,6 +156,13 @@ class AccountingLog:
 
     def write(self, when: float, kind: str, jobid: object, fields: Mapping[str, object]) -> None:
         self._stream.write(format_record(when, kind, jobid, fields) + "\n")
+        if self._line_buffered and not self._owned:
+            self._stream.flush()
+
+    def write_formatted(self, lines: str) -> None:
+        """Append whole records already formatted as format_record does, each ending in a
+        newline (Qsim's job log builds its records from parts formatted once per job)."""
+        self._stream.write(lines)
         if self._line_buffered and not self._owned:
             self._stream.flush()
 

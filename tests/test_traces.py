@@ -10,7 +10,7 @@ from shared_paths import TRACES
 
 from cobaltlite.errors import InputError
 from cobaltlite.traces.intrepid_list import INTREPID_ORIGIN, read_intrepid_list
-from cobaltlite.traces.model import TraceReadResult
+from cobaltlite.traces.model import TraceReadResult, select_window
 from cobaltlite.traces.swf import FIELD_NAMES, read_swf, read_swf_header
 
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"no shared traces at {TRACES}")
@@ -352,3 +352,20 @@ def test_intrepid_list_small_file_and_errors(tmp_path: Path) -> None:
     path.write_text("1 0 100 512 1 90\n")
     with pytest.raises(InputError, match="expected the header line"):
         read_intrepid_list(path)
+
+
+@pytest.mark.parametrize("header", [HEADER, "; Computer: late start\n"], ids=["first", "late"])
+@pytest.mark.parametrize(("start", "end", "scale"), [
+    (1_000_010, 1_000_020, 1.0), (None, 1_000_015, 2.0), (1_000_005, None, 0.5), (15, 25, 1.0)])
+def test_a_window_read_as_it_goes_is_the_window_of_the_whole_read(
+        tmp_path: Path, header: str, start: int | None, end: int | None, scale: float) -> None:
+    """read_swf drops the jobs outside a date window while reading; the origin it needs may
+    come only after the jobs (the "late" file's UnixStartTime): same jobs either way."""
+    lines = [*GOOD, "4 30 0 0 4 -1 -1 4 60 -1 5 8 3 -1 1 -1 -1 -1"]  # never ran: skipped
+    if header != HEADER:
+        lines.append("; UnixStartTime: 1000000")
+    path = write(tmp_path, lines, header=header)
+    whole = read_swf(path)
+    windowed = read_swf(path, start=start, end=end, arrival_scale=scale)
+    assert windowed.jobs == select_window(whole.jobs, start, end, scale)
+    assert (windowed.skipped, windowed.origin) == (whole.skipped, whole.origin)

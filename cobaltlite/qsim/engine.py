@@ -239,6 +239,9 @@ class Qsim:
         self._failure_events = 0
         self.clock = VirtualClock(min(first, default=0.0))
         self._queue: dict[int, SimJob] = {}
+        # The sizes of the queued jobs, sorted: the capacity sample at every event asks whether
+        # any queued job is smaller than the idle nodes, which is whether the first one is.
+        self._sizes: list[int] = []
         # Under a fixed-order policy (UtilityFunction.rank_key) the queue is also kept in rank
         # order, new arrivals inserted, so a pass needs no scoring and no sort.
         self._ranked: list[SimJob] = []
@@ -325,6 +328,7 @@ class Qsim:
     def _enqueue(self, job: SimJob) -> None:
         """`job` waits in the queue, runnable."""
         self._queue[job.jobid] = job
+        insort(self._sizes, job.size)
         key = self._ranked_by
         if key is not None:
             insort(self._ranked, job, key=key)
@@ -332,6 +336,12 @@ class Qsim:
     def _dequeue(self, job: SimJob) -> None:
         """`job` leaves the queue (it starts, or its queue died)."""
         del self._queue[job.jobid]
+        # Forked replays (fork.py, fairness.py) also put jobs in _queue directly and run their
+        # own loops, which never read _sizes: a size that is not there is no error.
+        sizes = self._sizes
+        i = bisect_left(sizes, job.size)
+        if i < len(sizes) and sizes[i] == job.size:
+            del sizes[i]
         key = self._ranked_by
         if key is not None:
             ranked = self._ranked
@@ -489,7 +499,7 @@ class Qsim:
         self, progress: Callable[[int], None] | None = None, progress_every: int = 2000
     ) -> ReplayResult:
         """Replay to the end; `progress(jobs_finished)` is called every `progress_every` events."""
-        pending, ends, queue = self._pending, self._ends, self._queue
+        pending, ends, queue, sizes = self._pending, self._ends, self._queue, self._sizes
         machine, clock = self._machine, self.clock
         iterate, hook = self._run_pass, self.pass_hook
         samples: list[CapacitySample] = []
@@ -540,7 +550,7 @@ class Qsim:
                 iterate()
                 passes += 1
             idle = machine.idle_nodes()
-            fits = bool(queue) and idle > 0 and any(j.size < idle for j in queue.values())
+            fits = bool(sizes) and sizes[0] < idle  # a queued job smaller than the idle nodes
             samples.append(CapacitySample(t, idle, fits))
             if hook is not None:
                 hook.after_pass(t)

@@ -381,7 +381,9 @@ class Scheduler:
             return
         idle = machine.idle_nodes()
         location_now, commit, places = planner.location_now, planner.commit, self._places
-        for job in waiting:
+        # The idle count only falls during the loop: the jobs too large for it now are out
+        # for the whole pass, and one comprehension drops them faster than the loop would.
+        for job in [job for job in waiting if job.size <= idle]:
             if job.size > idle:
                 continue
             location = location_now(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -29,7 +30,7 @@ class TraceJob:
     # Jobs that must end with exit status 0 before this one may start (Cobalt's dependencies).
     dependencies: tuple[int, ...] = ()
     # Fields a trace carries that the replay does not need but a user may want echoed back.
-    extra: dict[str, str] = field(default_factory=dict)
+    extra: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
