@@ -32,6 +32,13 @@ TRACE_FORMATS = ("auto", "swf", "accounting", "intrepid-list")
 
 FAIR_START_METHODS: tuple[str, ...] = ("replay", "estimate")
 
+LAYOUT_METHODS = ("pp", "nlp", "dqr", "hybrid")
+"""The seed-002 configurators (cobaltlite/partitioning/configure.py), as --method names them."""
+
+MONTHLY_METHODS = ("whole", "static", *LAYOUT_METHODS)
+"""`qsim --reconfigure monthly --method`: the configurators, the paper's static layout and the
+non-partitioned machine (cobaltlite/partitioning/monthly.py)."""
+
 PREDICTORS = ("window", "perfect", "none")
 PAPER_SENSITIVITY = 0.6
 PAPER_SPECIFICITY = 0.6

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from cobaltlite.choices import LAYOUT_METHODS as METHODS
 from cobaltlite.errors import InputError
 from cobaltlite.partitioning.evaluate import Evaluation, PartitionEvaluator
 from cobaltlite.partitioning.layout import QueueLayout
@@ -25,8 +26,6 @@ from cobaltlite.partitioning.proportional import (
     smallest_partition,
 )
 from cobaltlite.traces.model import TraceJob
-
-METHODS = ("pp", "nlp", "dqr", "hybrid")
 
 CHUNK_NODES = 4
 """Nodes a hybrid visit moves from a partition to the pool. Seed 002 §III moves 5 processors of

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from cobaltlite.choices import MONTHLY_METHODS
 from cobaltlite.errors import InputError
 from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.partitions import QueuePartitions
@@ -42,8 +43,6 @@ from cobaltlite.partitioning.layout import QueueLayout, layout_yaml
 from cobaltlite.qsim.engine import Qsim
 from cobaltlite.qsim.outcome import JobOutcome
 from cobaltlite.traces.model import TraceJob
-
-MONTHLY_METHODS = ("whole", "static", *METHODS)
 
 
 def month_starts(start: float, end: float) -> list[float]:

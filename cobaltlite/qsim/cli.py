@@ -17,6 +17,7 @@ from cobaltlite.choices import (
     EXAMPLE_SCHEMES,
     FAIR_START_METHODS,
     MAX_WINDOW,
+    MONTHLY_METHODS,
     PAPER_SENSITIVITY,
     PAPER_SPECIFICITY,
     PREDICTORS,
@@ -293,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
              "with --method, starting from --queue-layout's queues, switch the layout at each "
              "month boundary, and report per month and per queue (default: none)")
     seed002.add_argument(
-        "--method", default="dqr", choices=["whole", "static", "pp", "nlp", "dqr", "hybrid"],
+        "--method", default="dqr", choices=MONTHLY_METHODS,
         help="with --reconfigure monthly: whole (non-partitioned), static (the first month's "
              "pp kept), pp, nlp, dqr or hybrid (default: dqr)")
     seed002.add_argument(

@@ -107,7 +107,6 @@ class Scheduler:
         self.keep_plan = True
         """Resume the last conservative plan where it holds (False: plan every pass afresh,
         the reference tests/test_kept_plan.py compares with)."""
-        self._slack_settings = slack
         self._partitioned: PartitionedPass | None = None  # made at the first layout's pass
 
     def _by_partition(self) -> PartitionedPass:
@@ -117,7 +116,7 @@ class Scheduler:
             def make(queue_manager: QueueManagerView, system: SystemView,
                      reservations: Callable[[], Sequence[Window]]) -> Scheduler:
                 return Scheduler(queue_manager, system, self.clock, self.backfill, self.window,
-                                 reservations, self._slack_settings)
+                                 reservations, self.slack.settings)
             self._partitioned = PartitionedPass(make, self.queue_manager)
         return self._partitioned
 

@@ -19,6 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from cobaltlite.choices import MONTHLY_METHODS as METHODS
 from cobaltlite.qsim.cli import main as qsim
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +30,6 @@ STUDIES = {
     "SDSC-SP2": ("SDSC-SP2-1998-4.2-cln.swf.gz", 1, 128, (1998, 6)),
     "SDSC-BLUE": ("SDSC-BLUE-2000-4.2-cln.swf.gz", 8, 144, (2000, 6)),
 }
-METHODS = ("whole", "static", "pp", "nlp", "dqr", "hybrid")
 PAPER = {"hybrid vs static": -46.0, "hybrid vs whole": -55.0}
 """Seed 002's headline: hybrid's mean wait against static partitioned and non-partitioned
 (the real Cray configuration), averaged over months."""
