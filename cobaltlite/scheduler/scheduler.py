@@ -78,6 +78,7 @@ class PassReport:
 
 
 _by_jobid = attrgetter("jobid")
+_NO_RUN = float("inf")  # no run refused yet
 _by_score = attrgetter("score")
 
 
@@ -107,6 +108,9 @@ class Scheduler:
         self.keep_plan = True
         """Resume the last conservative plan where it holds (False: plan every pass afresh,
         the reference tests/test_kept_plan.py compares with)."""
+        self.easy_shortcuts = True
+        """Skip, in the EASY pass, the jobs the planner would certainly refuse (False: ask it
+        of every job, the reference tests/test_easy_shortcuts.py compares with)."""
         self._partitioned: PartitionedPass | None = None  # made at the first layout's pass
 
     def _by_partition(self) -> PartitionedPass:
@@ -177,6 +181,9 @@ class Scheduler:
             self._conservative_pass([top, *waiting], machine, now, report, booked)
             return report
 
+        if (self.backfill is Backfill.EASY and booked is None
+                and self._easy_on_flat(top, waiting, machine, now, report)):
+            return report
         planner = booked if booked is not None else machine.planner(now)
         if self.backfill is Backfill.SLACK:
             chosen = self.slack.select([top, *waiting], machine, now)
@@ -376,22 +383,83 @@ class Scheduler:
     def _backfill_easy(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
     ) -> None:
+        """Every waiting job, in rank order, starts if `location_now` places it. With
+        `easy_shortcuts`, the jobs it would certainly refuse are not asked about: during a pass
+        the plan only loses free places (each start commits one), so a job refused for a run of
+        w seconds is refused for any run of at least w of the same size and place set, until a
+        start changes the plan (docs/architecture.md, "The EASY pass")."""
         if not machine.has_free_capacity():
             return
         idle = machine.idle_nodes()
         location_now, commit, places = planner.location_now, planner.commit, self._places
+        # (size, place set) -> the shortest run refused since the last start
+        refused: dict[tuple[int, PlaceSet | None], float] | None = (
+            {} if self.easy_shortcuts else None)
         # The idle count only falls during the loop: the jobs too large for it now are out
         # for the whole pass, and one comprehension drops them faster than the loop would.
         for job in [job for job in waiting if job.size <= idle]:
             if job.size > idle:
                 continue
-            location = location_now(
-                job.size, job.wall_time, None if places is None else places.get(job.queue))
-            if location is not None and self._start(job, location, report):
+            allowed = None if places is None else places.get(job.queue)
+            if refused is not None:
+                key = (job.size, allowed)
+                if job.wall_time >= refused.get(key, _NO_RUN):
+                    continue
+            location = location_now(job.size, job.wall_time, allowed)
+            if location is None:
+                if refused is not None:
+                    refused[key] = job.wall_time  # shorter than any refused before
+                continue
+            if self._start(job, location, report):
                 commit(location, job.wall_time)
                 if not machine.has_free_capacity():
                     return
                 idle = machine.idle_nodes()
+            if refused:
+                refused.clear()  # the plan and the machine changed
+
+    def _easy_on_flat(
+        self, top: SchedulableJob, waiting: list[SchedulableJob], machine: Machine, now: float,
+        report: PassReport,
+    ) -> bool:
+        """The EASY pass (drain and backfill) on a flat machine without a planner, when the
+        plan it would make has two levels only: no place set, no reservation period (the
+        caller's), no node out of service, no job overdue. Return False, having done nothing,
+        when that does not hold.
+
+        The planner's profile then counts free nodes that only grow until the top job's
+        reservation at `shadow`, the first time it fits. A start now subtracts its nodes from a
+        prefix of the profile, so the fewest free before `shadow` are the idle nodes and from
+        `shadow` on they are `extra`, the nodes free at `shadow` beyond the top job's. A job
+        fits now exactly when its size is at most the idle nodes and it ends by `shadow` or its
+        size is at most `extra` (textbook EASY); one that ends after `shadow` takes its size
+        from `extra`. tests/test_easy_shortcuts.py compares every pass with the planner's."""
+        if not (self.easy_shortcuts and self._places is None and isinstance(machine, FlatMachine)):
+            return False
+        first = machine.first_free(top.size, now)
+        if first is None or first[0] <= now:  # (the top job never fits now: it would have started)
+            return False
+        shadow, free_then = first
+        report.drain = (top.jobid, f"{top.size} nodes", shadow)
+        idle, extra = machine.idle_nodes(), free_then - top.size
+        if not idle:
+            return True
+        # Both numbers only fall during the pass: one comprehension drops the jobs that cannot
+        # start now for the whole pass.
+        for job in [job for job in waiting if job.size <= idle
+                    and (now + job.wall_time <= shadow or job.size <= extra)]:
+            size = job.size
+            late = now + job.wall_time > shadow
+            if size > idle or (late and size > extra):
+                continue
+            location = machine.find_location(size, job.wall_time, now)
+            if location is not None and self._start(job, location, report):
+                if late:
+                    extra -= size
+                idle = machine.idle_nodes()
+                if not idle:
+                    return True
+        return True
 
     def _backfill_conservative(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
