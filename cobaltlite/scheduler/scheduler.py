@@ -392,22 +392,23 @@ class Scheduler:
             return
         idle = machine.idle_nodes()
         location_now, commit, places = planner.location_now, planner.commit, self._places
-        # (size, place set) -> the shortest run refused since the last start
-        refused: dict[tuple[int, PlaceSet | None], float] | None = (
-            {} if self.easy_shortcuts else None)
+        # size, or (size, place set) with place sets -> the shortest run refused since the
+        # last start (left empty without the shortcuts)
+        refused: dict[object, float] = {}
+        shortest_refused, remember = refused.get, self.easy_shortcuts
         # The idle count only falls during the loop: the jobs too large for it now are out
         # for the whole pass, and one comprehension drops them faster than the loop would.
         for job in [job for job in waiting if job.size <= idle]:
-            if job.size > idle:
+            size = job.size
+            if size > idle:
                 continue
             allowed = None if places is None else places.get(job.queue)
-            if refused is not None:
-                key = (job.size, allowed)
-                if job.wall_time >= refused.get(key, _NO_RUN):
-                    continue
-            location = location_now(job.size, job.wall_time, allowed)
+            key = size if places is None else (size, allowed)
+            if job.wall_time >= shortest_refused(key, _NO_RUN):
+                continue
+            location = location_now(size, job.wall_time, allowed)
             if location is None:
-                if refused is not None:
+                if remember:
                     refused[key] = job.wall_time  # shorter than any refused before
                 continue
             if self._start(job, location, report):
@@ -415,8 +416,7 @@ class Scheduler:
                 if not machine.has_free_capacity():
                     return
                 idle = machine.idle_nodes()
-            if refused:
-                refused.clear()  # the plan and the machine changed
+            refused.clear()  # the plan and the machine changed
 
     def _easy_on_flat(
         self, top: SchedulableJob, waiting: list[SchedulableJob], machine: Machine, now: float,
