@@ -396,9 +396,7 @@ class Scheduler:
         # last start (left empty without the shortcuts)
         refused: dict[object, float] = {}
         shortest_refused, remember = refused.get, self.easy_shortcuts
-        # The idle count only falls during the loop: the jobs too large for it now are out
-        # for the whole pass, and one comprehension drops them faster than the loop would.
-        for job in [job for job in waiting if job.size <= idle]:
+        for job in waiting:
             size = job.size
             if size > idle:
                 continue
