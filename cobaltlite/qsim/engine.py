@@ -210,8 +210,8 @@ class Qsim:
             if self.partitions is not None and not self.partitions.could_hold(tj.queue, tj.nodes):
                 self.skipped.append(
                     f"job {tj.jobid}: {tj.nodes} nodes fit neither queue {tj.queue}'s partition "
-                    f"({len(self.partitions.own[tj.queue])} nodes) nor the common pool "
-                    f"({len(self.partitions.pool) if self.partitions.tau_pf is not None else 0})")
+                    f"({self.partitions.largest(tj.queue)} nodes) nor the common pool "
+                    f"({self.partitions.largest() if self.partitions.tau_pf is not None else 0})")
                 continue
             pending.append(
                 SimJob(
