@@ -15,7 +15,7 @@ what a flat machine's node sets tell by themselves (node counts, block sizes, th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,23 @@ class QueuePartitions:
                          {q.name: layout.starvation(q) for q in layout.queues})
         partitions.check(machine)
         return partitions
+
+    @classmethod
+    def whole_machine(cls, queues: Iterable[str], machine: Machine) -> QueuePartitions:
+        """Every queue on the whole machine and no pool: what a replay without a layout
+        reports per queue (`partadm --layout --dry-run` with no active layout)."""
+        description = machine.description
+        if isinstance(description, FlatDescription):
+            everywhere = node_range(0, machine.total_nodes)
+            return cls(dict.fromkeys(queues, everywhere), frozenset(), None, {})
+        sizes = {b.name: b.size for b in description.blocks if description.is_schedulable(b)}
+        names = list(queues)
+        everywhere = frozenset(sizes)
+        regions = BlockRegions(
+            {**dict.fromkeys(names, everywhere), POOL: frozenset(), REST: frozenset()},
+            {**dict.fromkeys(names, machine.total_nodes), POOL: 0, REST: 0},
+            {**dict.fromkeys(names, "the whole machine"), POOL: "", REST: ""}, sizes)
+        return cls(dict.fromkeys(names, everywhere), frozenset(), None, {}, blocks=regions)
 
     def starvation_time(self, queue: str) -> float:
         """Seconds of wait after which a job of `queue` (a layout queue) starves."""

@@ -1,0 +1,225 @@
+"""Queue layouts on Blue Gene/P (seed 002 §III; docs/hybrid-queues.md, D002-25 to D002-27):
+partitions of whole midplanes or named blocks, each region's jobs on the blocks wholly inside
+it that share no wire with another region's, one pass per region on the one machine.
+
+bgp-2rack: midplanes R00-M0, R00-M1, R01-M0, R01-M1 (512 nodes each); blocks ANL-R00-1024,
+ANL-R01-1024 (each rack's torus: the two share Z cables), ANL-R00-R01-2048 and the four
+midplane blocks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from shared_paths import TRACES
+
+from cobaltlite.errors import InputError
+from cobaltlite.machine.catalog import load_description
+from cobaltlite.machine.partitions import QueuePartitions
+from cobaltlite.machine.runtime import build_machine
+from cobaltlite.partitioning.layout import parse_layout
+from cobaltlite.policy.utility import builtin_policy
+from cobaltlite.qsim.engine import Qsim
+from cobaltlite.qsim.fork import estimate_start_times
+from cobaltlite.scheduler.scheduler import Backfill
+from cobaltlite.traces.model import TraceJob
+
+TWO_RACKS = """\
+machine_nodes: 2048
+common_pool: 512
+tau_pf: 0.5
+queues:
+  - name: a
+    nodes: 1024
+    blocks: [ANL-R00-1024]
+    jobs: [{nodes: [1, 1024], queues: [a]}]
+  - name: b
+    nodes: 512
+    jobs: [{nodes: [1, 512], queues: [b]}]
+"""
+"""a owns rack R00 (its blocks: ANL-R00-1024 and its midplanes), b the first free midplane
+(R01-M0), the pool the next (R01-M1)."""
+
+R00 = frozenset({"ANL-R00-1024", "ANL-R00-M0-512", "ANL-R00-M1-512"})
+
+
+def machine():  # type: ignore[no-untyped-def]
+    return build_machine(load_description("bgp-2rack"))
+
+
+def laid_out(text: str) -> QueuePartitions:
+    layout, _ = parse_layout(text, "layout.yaml")
+    return QueuePartitions.from_layout(layout, machine(), "layout.yaml")
+
+
+def job(jobid: int, submit: float, nodes: int, wall: float, queue: str) -> TraceJob:
+    return TraceJob(jobid, submit, wall, wall, nodes, queue=queue)
+
+
+# ---- the layout on the machine ---------------------------------------------------------------
+
+def test_named_blocks_then_whole_midplanes_in_table_order() -> None:
+    parts = laid_out(TWO_RACKS)
+    assert parts.own == {"a": R00, "b": frozenset({"ANL-R01-M0-512"})}
+    assert parts.pool == frozenset({"ANL-R01-M1-512"})
+    assert (parts.nodes("a"), parts.nodes("b"), parts.nodes()) == (1024, 512, 512)
+    assert (parts.largest("a"), parts.largest("b"), parts.largest()) == (1024, 512, 512)
+    assert QueuePartitions.from_wire(parts.to_wire()) == parts
+    listing = parts.listing(2048)
+    assert [(q["name"], q["places"]) for q in listing["queues"]] == [("a", "R00-M0 R00-M1"),
+                                                                      ("b", "R01-M0")]
+    assert (listing["pool"], listing["rest"], listing["rest_blocks"]) == ("R01-M1", "", [])
+
+
+def test_counted_queues_take_midplanes_from_the_first_and_the_rest_keeps_its_blocks() -> None:
+    parts = laid_out(TWO_RACKS.replace("    blocks: [ANL-R00-1024]\n", "")
+                     .replace("common_pool: 512", "common_pool: 0"))
+    assert parts.own["a"] == R00 and parts.own["b"] == frozenset({"ANL-R01-M0-512"})
+    assert parts.pool == frozenset()
+    assert parts.listing(2048)["rest_blocks"] == ["ANL-R01-M1-512"]
+
+
+def test_blocks_sharing_a_wire_across_regions_are_nobodys() -> None:
+    # The two racks' torus blocks share Z cables: with a rack each, neither queue may use its
+    # rack block (a job there would block the other's), so a keeps only its midplanes.
+    text = TWO_RACKS.replace("common_pool: 512", "common_pool: 0").replace(
+        "    nodes: 512\n    jobs", "    nodes: 1024\n    blocks: [ANL-R01-1024]\n    jobs")
+    parts = laid_out(text.replace("[1, 1024], queues: [a]", "[1, 512], queues: [a]"))
+    assert parts.own["a"] == R00 - {"ANL-R00-1024"}
+    with pytest.raises(InputError, match=(
+            r"layout.yaml: queue 'a' takes jobs of up to 1024 nodes but its largest block has "
+            r"512 nodes; ANL-R00-1024 share a wire with another region's blocks")):
+        laid_out(text)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (("nodes: 512\n", "nodes: 300\n"), "queue 'b': 300 nodes is not a whole number of "
+     r"midplanes \(512 nodes each\) on bgp-2rack"),
+    (("[ANL-R00-1024]", "[ANL-R00-1024, ANL-R01-M0-512]"), "queue 'a' gives 1024 nodes but "
+     "its blocks hold 1536"),
+    (("[ANL-R00-1024]", "[ANL-R09-1024]"), "queue 'a': 'ANL-R09-1024' is not a block"),
+    (("common_pool: 512", "common_pool: 512\npool_blocks: [ANL-R00-M1-512]"),
+     "node card R00-M1-N00 is in both queue 'a' and the common pool"),
+    (("[1, 512], queues: [b]", "[1, 1024], queues: [b]"), "queue 'b' takes jobs of up to "
+     "1024 nodes but its largest block has 512 nodes; give it larger blocks"),
+    (("[ANL-R00-1024]", "[ANL-R00-1024, ANL-R00-1024]"), "block 'ANL-R00-1024' is given twice"),
+    (("[ANL-R00-1024]", "ANL-R00-1024"), r"queues\[0\] \(a\): blocks: give a list of block"),
+])
+def test_bad_layouts_are_refused_naming_the_queue(edit: tuple[str, str], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        laid_out(TWO_RACKS.replace(*edit, 1))
+
+
+# ---- where jobs run --------------------------------------------------------------------------
+
+def test_each_queue_runs_on_its_blocks_and_a_late_job_on_the_pools() -> None:
+    # Worked by hand, FCFS + EASY, τ_pf 0.5:
+    #   t=0  b1, b2 (512 nodes, 100 s, queue b): b1 takes R01-M0 (b's only block); b2 waits,
+    #        although rack R00 (a's) is idle.
+    #   t=10 a3 (1024 nodes, queue a) takes ANL-R00-1024.
+    #   t=70 a4 (512 nodes, queue a) arrives: a is full until 110. At this pass b2 has waited 70
+    #        of its 100 s (priority factor 0.7 > 0.5): it takes the pool's block, R01-M1.
+    #   t=110 a3 ends: a4 starts on a midplane of R00.
+    layout, _ = parse_layout(TWO_RACKS, "layout.yaml")
+    jobs = [job(1, 0, 512, 100, "b"), job(2, 0, 512, 100, "b"), job(3, 10, 1024, 100, "a"),
+            job(4, 70, 512, 100, "a")]
+    result = Qsim(jobs, machine(), builtin_policy("fcfs"), Backfill.EASY,
+                  queue_layout=layout).run()
+    assert not result.skipped
+    assert {o.jobid: (o.start_time, o.location) for o in result.outcomes} == {
+        1: (0, "ANL-R01-M0-512"), 2: (70, "ANL-R01-M1-512"), 3: (10, "ANL-R00-1024"),
+        4: (110, "ANL-R00-M0-512")}
+
+
+class _EstimateAtLastArrival:
+    """A Qsim pass hook: at the last submission's pass, the start estimates of the queued jobs
+    by a fork with the replay's partitions (what qstat's Est_Start_Time asks live)."""
+
+    def __init__(self, qsim: Qsim, last: float, backfill: Backfill) -> None:
+        self.qsim, self.last, self.backfill = qsim, last, backfill
+        self.estimates: dict[int, float] | None = None
+
+    def before_pass(self, now: float) -> None:
+        pass
+
+    def after_pass(self, now: float) -> None:
+        if now == self.last:
+            self.estimates = estimate_start_times(
+                machine(), now, self.qsim.running_jobs(), self.qsim.queued_jobs(),
+                builtin_policy("fcfs"), self.backfill, partitions=self.qsim.partitions)
+
+
+@settings(max_examples=40, deadline=None)
+@given(jobs=st.lists(st.tuples(st.integers(0, 300), st.sampled_from([100, 512, 1024]),
+                               st.integers(10, 400), st.sampled_from("ab")),
+                     min_size=1, max_size=12),
+       backfill=st.sampled_from([Backfill.EASY, Backfill.CONSERVATIVE, Backfill.NONE]),
+       pool=st.booleans())
+def test_no_node_card_is_held_twice_and_no_job_leaves_its_partition_but_for_the_pool(
+        jobs: list[tuple[int, int, int, str]], backfill: Backfill, pool: bool) -> None:
+    text = TWO_RACKS if pool else TWO_RACKS.replace("tau_pf: 0.5\n", "")
+    layout, _ = parse_layout(text, "layout.yaml")
+    parts = QueuePartitions.from_layout(layout, machine())
+    trace = [job(i + 1, submit, min(nodes, 512) if queue == "b" else nodes, wall, queue)
+             for i, (submit, nodes, wall, queue) in enumerate(jobs)]
+    qsim = Qsim(trace, machine(), builtin_policy("fcfs"), backfill, queue_layout=layout)
+    hook = _EstimateAtLastArrival(qsim, max(j.submit_time for j in trace), backfill)
+    qsim.pass_hook = hook
+    result = qsim.run()
+    assert not result.skipped and len(result.outcomes) == len(trace)
+    cards = {b.name: set(b.nodecards) for b in load_description("bgp-2rack").blocks}
+    for o in result.outcomes:
+        assert o.location in parts.own[o.queue] or (pool and o.location in parts.pool), o
+    for i, x in enumerate(result.outcomes):
+        for y in result.outcomes[i + 1:]:
+            if x.start_time < y.end_time and y.start_time < x.end_time:
+                assert not cards[x.location] & cards[y.location], (x, y)
+    assert hook.estimates == {o.jobid: o.start_time for o in result.outcomes
+                              if o.start_time > hook.last}
+
+
+# ---- qsim on the Intrepid slice -------------------------------------------------------------
+
+INTREPID = """\
+machine_nodes: 40960
+common_pool: 2048
+tau_pf: 0.5
+queues:
+  - name: large
+    nodes: 32768
+    jobs: [{nodes: [4097, 32768]}]
+  - name: small
+    nodes: 6144
+    jobs: [{nodes: [1, 4096]}]
+"""
+
+
+def test_qsim_replays_the_intrepid_slice_under_a_layout_with_per_queue_figures(
+        tmp_path: Path) -> None:
+    layout = tmp_path / "layout.yaml"
+    layout.write_text(INTREPID)
+    ran = subprocess.run(
+        [sys.executable, "-m", "cobaltlite.qsim.cli", "--quiet", "--trace",
+         str(TRACES / "intrepid-2009-first3000.6col.txt.gz"), "--machine", "intrepid",
+         "--queue-layout", str(layout), "--end", "2009-01-12", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    by_queue = summary["metrics"]["by_queue"]
+    assert by_queue["queues"]["large"]["partition_nodes"] == 32768
+    assert by_queue["queues"]["small"]["partition_nodes"] == 6144
+    assert by_queue["pool"]["nodes"] == 2048
+    assert sum(q["jobs"] for q in by_queue["queues"].values()) == summary["metrics"]["jobs"] > 0
+    assert by_queue["queues"]["small"]["jobs_on_pool"] > 0
+    # R00-R37 are large's, R40-R45 small's, R46-R47 the pool's.
+    parts = QueuePartitions.from_layout(parse_layout(INTREPID, "l")[0],
+                                        build_machine(load_description("intrepid")))
+    assert parts.listing(40960)["queues"][1]["places"].split() == [
+        f"R4{r}-M{m}" for r in range(6) for m in (0, 1)]
+    # ANL-R44-R47-4096 spans small and the pool, so it is nobody's and its cables are free
+    assert "ANL-R40-R43-4096" in parts.own["small"] and parts.largest() == 2048
