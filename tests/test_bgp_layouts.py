@@ -223,3 +223,20 @@ def test_qsim_replays_the_intrepid_slice_under_a_layout_with_per_queue_figures(
         f"R4{r}-M{m}" for r in range(6) for m in (0, 1)]
     # ANL-R44-R47-4096 spans small and the pool, so it is nobody's and its cables are free
     assert "ANL-R40-R43-4096" in parts.own["small"] and parts.largest() == 2048
+
+
+@pytest.mark.parametrize(("command", "options"), [
+    (["configure-queues"], ["--out", "september.yaml"]),
+    ([], ["--queue-layout", "layout.yaml", "--reconfigure", "monthly", "--method", "pp",
+          "--start", "2009-01-05", "--end", "2009-01-20"])])
+def test_the_configurators_refuse_a_blue_gene_naming_what_to_do_instead(
+        tmp_path: Path, command: list[str], options: list[str]) -> None:
+    (tmp_path / "layout.yaml").write_text(INTREPID)
+    ran = subprocess.run(
+        [sys.executable, "-m", "cobaltlite.qsim.cli", *command, "--trace",
+         str(TRACES / "intrepid-2009-first3000.6col.txt.gz"), "--machine", "intrepid",
+         *options], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert ran.returncode != 0
+    assert ("--machine intrepid: the configurators size partitions for flat clusters (flat:N) "
+            "only; on Blue Gene/P write the layout yourself") in ran.stderr
+    assert not (tmp_path / "september.yaml").exists()
