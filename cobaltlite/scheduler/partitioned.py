@@ -81,7 +81,7 @@ class Region:
             rest &= ~((1 << end) - 1)
         self._runs = runs
         self.nodes = local
-        self.largest = local
+        self.largest = local  # the widest job it can run
 
     def is_open(self, machine: Machine) -> bool:
         """Whether a job could start in the region now (one without nodes: to say so)."""
@@ -208,8 +208,7 @@ class BlockRegion:
     def __init__(self, name: str, blocks: PlaceSet, largest: int) -> None:
         self.name = name
         self.blocks = blocks
-        self.nodes = len(blocks)  # no block: nothing can ever run here
-        self.largest = largest
+        self.largest = largest  # the widest job it can run; 0: no block, nothing ever runs
 
     def is_open(self, machine: Machine) -> bool:
         return True  # a free block of the region is no cheaper to find than the pass itself
@@ -314,7 +313,7 @@ class PartitionedPass:
             if group:
                 self._run_region(region, group, fixed_order, machine, now, report, windows)
         pool = layout.pool
-        if partitions.tau_pf is None or not pool.nodes or not pool.is_open(machine):
+        if partitions.tau_pf is None or not pool.largest or not pool.is_open(machine):
             return
         started = {jobid for jobid, _ in report.started}
         # A job larger than the pool can never run there: it waits for its partition.
@@ -331,7 +330,7 @@ class PartitionedPass:
                     windows: Sequence[Window], pool: bool = False) -> None:
         """One region's pass; `pool`: the common pool's, whose jobs too large for it are no
         news (they wait for their partition), so none is reported unplaceable."""
-        if not region.nodes:
+        if not region.largest:
             report.unplaceable.extend(job.jobid for job in jobs)
             return
         if isinstance(region, BlockRegion) and any(job.size > region.largest for job in jobs):
