@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from cobaltlite.machine.bits import mask_to_ranges, ranges_to_mask
 from cobaltlite.machine.block_layout import POOL, REST
@@ -205,16 +205,45 @@ class _RegionSite(_Site):
 class BlockRegion:
     """A region of a Blue Gene/P machine: the blocks its jobs may run on."""
 
-    def __init__(self, name: str, blocks: PlaceSet, largest: int) -> None:
+    def __init__(self, name: str, blocks: PlaceSet, largest: int, nodes: int,
+                 block_nodes: Mapping[str, int]) -> None:
         self.name = name
         self.blocks = blocks
         self.largest = largest  # the widest job it can run; 0: no block, nothing ever runs
+        self.nodes = nodes      # of its node cards
+        self._block_nodes = block_nodes
+
+    def idle_nodes(self, machine: Machine) -> int:
+        """The region's nodes that no job holds on one of its blocks: never fewer than the
+        nodes a job could start on now (a job on a block spanning regions, started before the
+        layout, or a block blocked through a wire, only makes it more)."""
+        sizes, blocks = self._block_nodes, self.blocks
+        return self.nodes - sum(sizes[b] for b in machine.held_by().values() if b in blocks)
 
     def is_open(self, machine: Machine) -> bool:
-        return True  # a free block of the region is no cheaper to find than the pass itself
+        return self.idle_nodes(machine) > 0
 
     def site(self, queue_manager: QueueManagerView) -> _BlockSite:
         return _BlockSite(self, queue_manager)
+
+
+class _RegionMachine:
+    """The real Blue Gene/P machine as one region's pass sees it: everything as it is, but the
+    idle nodes are the region's, so the backfilling loops skip at once the jobs too wide for
+    what is left of the region (a job never runs outside it), not only for the machine."""
+
+    def __init__(self, machine: Machine, region: BlockRegion) -> None:
+        self._machine = machine
+        self._region = region
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._machine, name)
+
+    def idle_nodes(self) -> int:
+        return self._region.idle_nodes(self._machine)
+
+    def has_free_capacity(self) -> bool:
+        return self.idle_nodes() > 0 and self._machine.has_free_capacity()
 
 
 class _BlockSite(_Site):
@@ -228,7 +257,7 @@ class _BlockSite(_Site):
 
     def begin(self, machine: Machine, jobs: list[SchedulableJob], fixed_order: bool,
               now: float, windows: Sequence[Window]) -> None:
-        self.real = machine
+        self.real = cast(Machine, _RegionMachine(machine, self.region))
         self.places = dict.fromkeys({job.queue for job in jobs}, self.region.blocks)
         self._begin(jobs, fixed_order, list(windows))
 
@@ -275,11 +304,13 @@ class PartitionedPass:
         if layout is not None and layout.partitions is partitions:
             return layout  # the same object every pass until the layout changes
         if partitions.blocks is not None:
-            blocks = partitions.blocks
-            layout = _Layout(partitions, {q: BlockRegion(q, p, partitions.largest(q))
-                                          for q, p in partitions.own.items()},
-                             BlockRegion(REST, blocks.blocks[REST], blocks.largest(REST)),
-                             BlockRegion(POOL, partitions.pool, partitions.largest()))
+            regions = partitions.blocks
+
+            def block_region(name: str) -> BlockRegion:
+                return BlockRegion(name, regions.blocks[name], regions.largest(name),
+                                   regions.nodes[name], regions.block_nodes)
+            layout = _Layout(partitions, {q: block_region(q) for q in partitions.own},
+                             block_region(REST), block_region(POOL))
         elif isinstance(machine, FlatMachine):
             own = {q: Region(q, machine.mask_of(p)) for q, p in partitions.own.items()}
             pool = Region(POOL, machine.mask_of(partitions.pool))
