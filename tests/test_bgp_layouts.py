@@ -18,11 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from shared_paths import TRACES
 
+from cobaltlite.accounting import format_record
 from cobaltlite.errors import InputError
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.partitioning.layout import parse_layout
+from cobaltlite.partitioning.whatif import replay_layouts
 from cobaltlite.policy.utility import builtin_policy
 from cobaltlite.qsim.engine import Qsim
 from cobaltlite.qsim.fork import estimate_start_times
@@ -240,3 +242,32 @@ def test_the_configurators_refuse_a_blue_gene_naming_what_to_do_instead(
     assert ("--machine intrepid: the configurators size partitions for flat clusters (flat:N) "
             "only; on Blue Gene/P write the layout yourself") in ran.stderr
     assert not (tmp_path / "september.yaml").exists()
+
+
+def test_a_dry_run_on_a_blue_gene_replays_the_log_without_and_with_a_layout(
+        tmp_path: Path) -> None:
+    """partadm --layout FILE --dry-run's replays: three jobs of 512 nodes and one of 1024,
+    submitted together, each running 100 s; without a layout the 512-node jobs take three
+    midplanes and the 1024-node one waits 100 s for a rack, under the layout b's midplane runs
+    its three jobs in turn while a's rack runs the wide one at once."""
+    t0 = 1_790_000_000
+    lines = []
+    for jobid, nodes in ((1, 512), (2, 512), (3, 512), (4, 1024)):
+        fields = {"queue": "default", "user": "alice", "qtime": t0,
+                  "Resource_List": {"nodect": nodes, "walltime": "00:01:40"}}
+        lines.append(format_record(t0, "Q", jobid, fields))
+        lines.append(format_record(t0 + 100, "E", jobid, {
+            **fields, "start": t0, "end": t0 + 100, "Exit_status": 0}))
+    log = tmp_path / "accounting.log"
+    log.write_text("\n".join(lines) + "\n")
+    new = tmp_path / "new.yaml"
+    new.write_text(TWO_RACKS.replace("common_pool: 512\ntau_pf: 0.5", "common_pool: 0")
+                   .replace(", queues: [a]", "").replace("[1, 1024]", "[513, 1024]")
+                   .replace(", queues: [b]", ""))
+    runs = replay_layouts(log, "bgp-2rack", builtin_policy("fcfs"), Backfill.EASY, t0 - 1,
+                          [("none", None), ("new", new)])
+    figures = {run.label: {q: (f["jobs"], f["partition_nodes"], f["max_wait"])
+                           for q, f in run.metrics["by_queue"]["queues"].items()}
+               for run in runs}
+    assert figures == {"none": {"default": (4, 2048, 100.0)},
+                       "new": {"a": (1, 1024, 0.0), "b": (3, 512, 200.0)}}
