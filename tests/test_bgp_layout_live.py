@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from live import Instance, ok
+from live import Instance, ok, until
 from test_bgp_layouts import TWO_RACKS
 from test_layout_live import layout_file, refused
+from test_start_estimates import _estimate
 
 LAYOUT = TWO_RACKS.replace("common_pool: 512\ntau_pf: 0.5\n", "common_pool: 0\n")
 SHOWN = (
@@ -55,7 +56,11 @@ def test_each_queue_runs_on_its_own_blocks_and_bad_layouts_change_nothing(
     # rest) are idle. a's job of 512 nodes goes to one of R00's midplanes, a default job to
     # the rest's block.
     b = [bgp.qsub("-q", "b", "-n", "512", "-t", "10", "/bin/sleep", "300") for _ in range(2)]
-    assert bgp.wait_for(b[0], {"running"})["location"] == "ANL-R01-M0-512"
+    begun = bgp.wait_for(b[0], {"running"})
+    assert begun["location"] == "ANL-R01-M0-512"
+    # Its start estimate follows the layout: when the first one's 10 minutes end, not now.
+    estimate = until(lambda: _estimate(bgp, b[1]), 20, "the start estimate of b's second job")
+    assert estimate >= begun["starttime"] + 600 - 2
     a = bgp.qsub("-q", "a", "-n", "512", "-t", "10", "/bin/sleep", "300")
     assert bgp.wait_for(a, {"running"})["location"] in {"ANL-R00-M0-512", "ANL-R00-M1-512"}
     other = bgp.qsub("-n", "512", "-t", "10", "/bin/sleep", "300")
