@@ -271,3 +271,28 @@ def test_a_dry_run_on_a_blue_gene_replays_the_log_without_and_with_a_layout(
                for run in runs}
     assert figures == {"none": {"default": (4, 2048, 100.0)},
                        "new": {"a": (1, 1024, 0.0), "b": (3, 512, 200.0)}}
+
+
+def test_named_blocks_smaller_than_a_midplane_take_it_from_the_counted_queues() -> None:
+    # Intrepid: x and z name 64-node blocks of R00-M0 and R00-M1; y's 79 midplanes cannot be
+    # found among the 78 left whole.
+    text = """\
+machine_nodes: 40960
+queues:
+  - {name: x, nodes: 64, blocks: [ANL-R00-M0-N00-64], jobs: [{nodes: [1, 64]}]}
+  - {name: y, nodes: 40448, jobs: [{nodes: [65, 512]}]}
+  - {name: z, nodes: 64, blocks: [ANL-R00-M1-N00-64], jobs: [{nodes: [513, 600]}]}
+"""
+    layout, _ = parse_layout(text, "layout.yaml")
+    with pytest.raises(InputError, match=r"layout.yaml: queue 'y': 40448 nodes of whole "
+                       r"midplanes wanted, 39936 left on intrepid \(the named blocks hold "
+                       r"parts of the others\)"):
+        QueuePartitions.from_layout(layout, build_machine(load_description("intrepid")),
+                                    "layout.yaml")
+    # With room for y, x's partition is 64 nodes of R00-M0 holding no schedulable block.
+    fits = text.replace("40448", "39936")
+    layout, _ = parse_layout(fits, "layout.yaml")
+    with pytest.raises(InputError, match=r"queue 'x' takes jobs of up to 64 nodes but its "
+                       r"partition \(R00-M0 \(2 of 16 node cards\)\) holds no schedulable block"):
+        QueuePartitions.from_layout(layout, build_machine(load_description("intrepid")),
+                                    "layout.yaml")

@@ -83,13 +83,15 @@ def lay_out_blocks(layout: QueueLayout, description: BGPDescription,
         while held < nodes and free:
             chosen.append(free.pop(0))
             held += len(midplanes[chosen[-1]]) * NODES_PER_NODECARD
-        if held != nodes:
+        if held > nodes:
             size = len(midplanes[sorted(midplanes)[0]]) * NODES_PER_NODECARD
-            why = (f"is not a whole number of midplanes ({size} nodes each)" if held > nodes
-                   else f"do not fit: {held} nodes of whole midplanes were left")
-            raise InputError(f"{where}: {labels[region]}: {nodes} nodes {why} on "
-                             f"{description.name}; give a multiple of {size} or name its "
-                             "blocks (blocks:)")
+            raise InputError(f"{where}: {labels[region]}: {nodes} nodes is not a whole number "
+                             f"of midplanes ({size} nodes each) on {description.name}; give a "
+                             "multiple of it or name its blocks (blocks:)")
+        if held < nodes:
+            raise InputError(f"{where}: {labels[region]}: {nodes} nodes of whole midplanes "
+                             f"wanted, {held} left on {description.name} (the named blocks "
+                             "hold parts of the others); name its blocks (blocks:)")
         take(region, (card for m in chosen for card in midplanes[m]))
     cards_of: dict[str, set[str]] = {region: set() for region in [*labels, REST]}
     for card in (c for m in midplanes.values() for c in m):
