@@ -296,3 +296,21 @@ queues:
                        r"partition \(R00-M0 \(2 of 16 node cards\)\) holds no schedulable block"):
         QueuePartitions.from_layout(layout, build_machine(load_description("intrepid")),
                                     "layout.yaml")
+
+
+def test_qsim_names_the_layout_file_a_blue_gene_cannot_hold_and_writes_nothing(
+        tmp_path: Path) -> None:
+    # small's R40-R43 and the pool's R44-R47 are cabled together: neither 4096 block is usable.
+    layout = tmp_path / "layout.yaml"
+    layout.write_text(INTREPID.replace("common_pool: 2048", "common_pool: 4096")
+                      .replace("nodes: 6144", "nodes: 4096"))
+    ran = subprocess.run(
+        [sys.executable, "-m", "cobaltlite.qsim.cli", "--quiet", "--trace",
+         str(TRACES / "intrepid-2009-first3000.6col.txt.gz"), "--machine", "intrepid",
+         "--queue-layout", str(layout), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300)
+    assert ran.returncode != 0
+    assert (f"--queue-layout {layout}: queue 'small' takes jobs of up to 4096 nodes but its "
+            "largest block has 2048 nodes; ANL-R40-R43-4096, MESH-R40-R43-4096 share a wire"
+            ) in ran.stderr
+    assert not (tmp_path / "out" / "summary.json").exists()
