@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,11 @@ R00 = frozenset({"ANL-R00-1024", "ANL-R00-M0-512", "ANL-R00-M1-512"})
 
 def machine():  # type: ignore[no-untyped-def]
     return build_machine(load_description("bgp-2rack"))
+
+
+@cache
+def intrepid():  # type: ignore[no-untyped-def]
+    return build_machine(load_description("intrepid"))
 
 
 def laid_out(text: str) -> QueuePartitions:
@@ -219,8 +225,7 @@ def test_qsim_replays_the_intrepid_slice_under_a_layout_with_per_queue_figures(
     assert sum(q["jobs"] for q in by_queue["queues"].values()) == summary["metrics"]["jobs"] > 0
     assert by_queue["queues"]["small"]["jobs_on_pool"] > 0
     # R00-R37 are large's, R40-R45 small's, R46-R47 the pool's.
-    parts = QueuePartitions.from_layout(parse_layout(INTREPID, "l")[0],
-                                        build_machine(load_description("intrepid")))
+    parts = QueuePartitions.from_layout(parse_layout(INTREPID, "l")[0], intrepid())
     assert parts.listing(40960)["queues"][1]["places"].split() == [
         f"R4{r}-M{m}" for r in range(6) for m in (0, 1)]
     # ANL-R44-R47-4096 spans small and the pool, so it is nobody's and its cables are free
@@ -287,15 +292,13 @@ queues:
     with pytest.raises(InputError, match=r"layout.yaml: queue 'y': 40448 nodes of whole "
                        r"midplanes wanted, 39936 left on intrepid \(the named blocks hold "
                        r"parts of the others\)"):
-        QueuePartitions.from_layout(layout, build_machine(load_description("intrepid")),
-                                    "layout.yaml")
+        QueuePartitions.from_layout(layout, intrepid(), "layout.yaml")
     # With room for y, x's partition is 64 nodes of R00-M0 holding no schedulable block.
     fits = text.replace("40448", "39936")
     layout, _ = parse_layout(fits, "layout.yaml")
     with pytest.raises(InputError, match=r"queue 'x' takes jobs of up to 64 nodes but its "
                        r"partition \(R00-M0 \(2 of 16 node cards\)\) holds no schedulable block"):
-        QueuePartitions.from_layout(layout, build_machine(load_description("intrepid")),
-                                    "layout.yaml")
+        QueuePartitions.from_layout(layout, intrepid(), "layout.yaml")
 
 
 def test_qsim_names_the_layout_file_a_blue_gene_cannot_hold_and_writes_nothing(
@@ -314,3 +317,27 @@ def test_qsim_names_the_layout_file_a_blue_gene_cannot_hold_and_writes_nothing(
             "largest block has 2048 nodes; ANL-R40-R43-4096, MESH-R40-R43-4096 share a wire"
             ) in ran.stderr
     assert not (tmp_path / "out" / "summary.json").exists()
+
+
+@settings(max_examples=25, deadline=None)
+@given(midplanes=st.lists(st.integers(1, 30), min_size=1, max_size=4), pool=st.integers(0, 10))
+def test_no_two_regions_blocks_share_a_node_card_or_a_wire(midplanes: list[int],
+                                                           pool: int) -> None:
+    """Any layout of whole midplanes on Intrepid: each region's blocks lie inside it, and no
+    block of one region shares a node card or a wire with a block of another (D002-26)."""
+    if sum(midplanes) + pool > 80:
+        return
+    queues = "".join(f"  - {{name: q{i}, nodes: {n * 512}, jobs: [{{nodes: [{i + 1}, {i + 1}]}}]}}"
+                     "\n" for i, n in enumerate(midplanes))
+    layout, _ = parse_layout(f"machine_nodes: 40960\ncommon_pool: {pool * 512}\nqueues:\n"
+                             + queues, "layout.yaml")
+    parts = QueuePartitions.from_layout(layout, intrepid())
+    assert parts.blocks is not None
+    specs = {b.name: b for b in intrepid().description.blocks}
+    region_of = {b: r for r, blocks in parts.blocks.blocks.items() for b in blocks}
+    assert sum(parts.nodes(q) for q in parts.own) == sum(midplanes) * 512
+    assert parts.nodes() == pool * 512
+    used: dict[str, str] = {}  # node card or wire -> region
+    for block, region in region_of.items():
+        for part in (*specs[block].nodecards, *specs[block].wires):
+            assert used.setdefault(part, region) == region, (block, part)
