@@ -18,6 +18,7 @@ from tempfile import TemporaryDirectory
 
 from hypothesis import given
 from hypothesis import strategies as st
+from test_kept_plan import run_recording
 from test_reservations import reserved
 from test_scheduler_properties import BGP, FLAT4, FLAT8, FLAT13, SETTINGS, workloads
 
@@ -43,18 +44,8 @@ def replay(jobs, kind, policy, failures, places, limit, reservations, window, sh
                 queue_config=None if limit is None else queue_config(limit),
                 policies={utility.name: utility}, reservations=reservations, window=window)
     qsim.queue_places = places
-    scheduler = qsim.scheduler
-    scheduler.easy_shortcuts = shortcuts
-    passes = []
-
-    def recording_pass():
-        report = scheduler.iterate()
-        passes.append((qsim.clock.now(), report.started, report.drain, report.reserved))
-        return report
-
-    qsim._run_pass = recording_pass
-    result = qsim.run()
-    return passes, result
+    qsim.scheduler.easy_shortcuts = shortcuts
+    return run_recording(qsim)
 
 
 def passes_alike(data, kind, plain: bool) -> None:

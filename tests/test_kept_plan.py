@@ -34,18 +34,23 @@ def replay(jobs, kind, policy, failures, places, limit, keep):
                 Backfill.CONSERVATIVE, failures=failures, repair_time=7.0,
                 queue_config=None if limit is None else queue_config(limit))
     qsim.queue_places = places
+    qsim.scheduler.keep_plan = keep
+    return run_recording(qsim)
+
+
+def run_recording(qsim: Qsim):
+    """Run `qsim`; return each pass's (time, starts, drain, window reservations) and the
+    result."""
     scheduler = qsim.scheduler
-    scheduler.keep_plan = keep
     passes = []
 
     def recording_pass():
         report = scheduler.iterate()
-        passes.append((qsim.clock.now(), report.started, report.drain))
+        passes.append((qsim.clock.now(), report.started, report.drain, report.reserved))
         return report
 
     qsim._run_pass = recording_pass
-    result = qsim.run()
-    return passes, result
+    return passes, qsim.run()
 
 
 @SETTINGS
