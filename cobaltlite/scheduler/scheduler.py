@@ -11,7 +11,8 @@ The order of one pass, which docs/architecture.md restates for users:
 4. Backfilling, by scheme:
    * none: stop. Jobs below the candidate list wait in strict score order.
    * easy: reserve (drain) the top job's earliest place; every other job, in rank order,
-     starts if it fits now without delaying that reservation.
+     starts if it fits now without delaying that reservation. Jobs certain not to fit are not
+     asked about (`_easy_on_flat`, `_backfill_easy`; docs/architecture.md, "The EASY pass").
    * conservative: every job in rank order either starts now without delaying any earlier
      reservation, or gets a reservation of its own at its earliest time. On a flat machine the
      plan is kept between passes and resumed where it provably holds (scheduler/plan.py): the
