@@ -13,7 +13,7 @@ job, if any, keeps it until it ends.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 
@@ -53,8 +53,10 @@ class FlatMachine:
         self._out = 0  # failed or down: never free
         # jobid -> (node mask, node count, expected end)
         self._held: dict[int, tuple[int, int, float]] = {}
-        self._ends: dict[float, int] = {}  # expected end -> nodes held until then (planners)
-        self._end_times: list[float] = []  # the keys of _ends, ascending: a planner's segments
+        # The running jobs' distinct expected ends, ascending, and the nodes held until each:
+        # the planners' profile, read instead of walking every held job.
+        self._end_times: list[float] = []
+        self._end_counts: list[int] = []
         self._place_sets: dict[PlaceSet, int] = {}
         # The last place find_location named and its mask: a pass allocates and commits the
         # place it was just given, so the string need not be parsed back.
@@ -134,32 +136,32 @@ class FlatMachine:
         if self._out or not _none_overdue(self, now):
             return None
         times = self._end_times
-        free = list(accumulate(map(self._ends.__getitem__, times), initial=self._idle))
+        free = list(accumulate(self._end_counts, initial=self._idle))
         j = bisect_left(free, nodes)  # free[j]: nodes free from times[j - 1] on
         if j == len(free):
             return None
         return (times[j - 1] if j else now), free[j]
 
     def _hold(self, jobid: int, mask: int, count: int, expected_end: float) -> None:
-        """Record `jobid` as holding `mask` until about `expected_end` (and in `_ends` and
-        `_end_times`, which the planners read instead of walking every held job)."""
+        """Record `jobid` as holding `mask` until about `expected_end` (and in the profile of
+        expected ends)."""
         self._held[jobid] = (mask, count, expected_end)
-        ends = self._ends
-        if expected_end in ends:
-            ends[expected_end] += count
+        times = self._end_times
+        i = bisect_left(times, expected_end)
+        if i < len(times) and times[i] == expected_end:
+            self._end_counts[i] += count
         else:
-            ends[expected_end] = count
-            insort(self._end_times, expected_end)
+            times.insert(i, expected_end)
+            self._end_counts.insert(i, count)
 
     def release(self, jobid: int) -> None:
         mask, count, end = self._held.pop(jobid)
-        left = self._ends[end] - count
-        if left:
-            self._ends[end] = left
+        times, counts = self._end_times, self._end_counts
+        k = bisect_left(times, end)
+        if counts[k] > count:
+            counts[k] -= count
         else:
-            del self._ends[end]
-            times = self._end_times
-            del times[bisect_left(times, end)]
+            del times[k], counts[k]
         back = mask & ~self._out
         self._free |= back
         self._idle += back.bit_count()
@@ -281,7 +283,8 @@ def returns(machine: FlatMachine, now: float) -> dict[float, int]:
     profiles from the later one on are equal (with the same nodes out of service)."""
     failed = machine._out
     if not failed and _none_overdue(machine, now):
-        return dict(machine._ends)  # no node out of service: kept by allocate
+        # No node out of service: the machine's own profile.
+        return dict(zip(machine._end_times, machine._end_counts, strict=True))
     ends: dict[float, int] = {}
     for mask, count, end in machine._held.values():
         when = max(end, now + OVERDUE_GRACE) if end <= now else end
@@ -293,7 +296,7 @@ def returns(machine: FlatMachine, now: float) -> dict[float, int]:
 
 def _none_overdue(machine: FlatMachine, now: float) -> bool:
     """Whether every running job's expected end is after `now`: then each gives its nodes back
-    at that end, as the machine's own profile (`_ends`, `_end_times`) says."""
+    at that end, as the machine's own profile (`_end_times`, `_end_counts`) says."""
     times = machine._end_times
     return not times or times[0] > now
 
@@ -316,8 +319,7 @@ class FlatPlanner:
             # The machine's own profile, copied at C speed: the common case of every pass.
             times = machine._end_times
             self._times = [now, *times]
-            self._free = list(accumulate(map(machine._ends.__getitem__, times),
-                                         initial=machine._idle))
+            self._free = list(accumulate(machine._end_counts, initial=machine._idle))
             return
         ends = returns(machine, now)
         self._times = [now]
