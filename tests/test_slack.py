@@ -145,8 +145,8 @@ class RecordingSlack(SlackBackfill):
         super().__init__(settings)
         self.qsim = qsim
 
-    def select(self, ranked, machine, now):
-        chosen = super().select(ranked, machine, now)
+    def select(self, ranked, machine, now, planned=None):
+        chosen = super().select(ranked, machine, now, planned)
         if not chosen:
             return chosen
         ids = {j.jobid for j in chosen}
@@ -313,11 +313,11 @@ class ComparedSlack(SlackBackfill):
     """The real scheme; at every pass the same search from the same memory also runs through
     protocol-only planners, and both must choose the same jobs with the same plan."""
 
-    def select(self, ranked, machine, now):
+    def select(self, ranked, machine, now, planned=None):
         plain = SlackBackfill(self.settings)
         plain.expected = dict(self.expected)
         plain_choice = plain.select(ranked, _ProtocolOnlyMachine(machine), now)
-        chosen = super().select(ranked, machine, now)
+        chosen = super().select(ranked, machine, now, planned)
         assert [j.jobid for j in chosen] == [j.jobid for j in plain_choice], f"t={now}"
         assert self.plan_starts == plain.plan_starts, f"t={now}"
         assert self.expected == plain.expected, f"t={now}"
