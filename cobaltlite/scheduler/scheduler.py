@@ -18,7 +18,9 @@ The order of one pass, which docs/architecture.md restates for users:
      same reservations, without re-reserving the whole queue at every pass.
    * slack (seed 001, cobaltlite/scheduler/slack.py): first start the combination of the first
      L waiting jobs that a branch and bound picks within every waiting job's slack, then
-     backfill conservatively (with W > 1, as conservative).
+     backfill conservatively (with W > 1, as conservative). On a flat machine the search's
+     base plan is conservative's kept plan, and the chosen combination's plan is the
+     conservative pass, kept in turn (`_slack_pass`).
 
 A pass starts everything that can start at this instant, so Qsim runs one pass per event time.
 
@@ -105,8 +107,8 @@ class Scheduler:
         self._places: Mapping[str, PlaceSet] | None = None  # this pass's queue -> place set
         self._kept: KeptPlan | None = None  # the last conservative pass's plan
         self.keep_plan = True
-        """Resume the last conservative plan where it holds (False: plan every pass afresh,
-        the reference tests/test_kept_plan.py compares with)."""
+        """Resume the last conservative (or slack) plan where it holds (False: plan every pass
+        afresh, the reference tests/test_kept_plan.py and tests/test_slack.py compare with)."""
         self._partitioned: PartitionedPass | None = None  # made at the first layout's pass
 
     def _by_partition(self) -> PartitionedPass:
