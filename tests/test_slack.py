@@ -7,7 +7,6 @@ workloads (hypothesis), then bad input at each door: qsim, cobaltlite.yaml, an e
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from itertools import pairwise
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_kept_plan import queue_config
+from test_kept_plan import assert_kept_passes_as_afresh
 from test_scheduler_properties import (
     BGP,
     FLAT4,
@@ -32,7 +31,6 @@ from test_scheduler_properties import (
 from cobaltlite.config import load_config
 from cobaltlite.errors import InputError
 from cobaltlite.experiments.spec import ExperimentError, load_experiment
-from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.machine.description import FlatDescription
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import builtin_policy
@@ -350,27 +348,6 @@ class BaseCheckedSlack(SlackBackfill):
         return super().select(ranked, machine, now, planned)
 
 
-def _slack_passes(jobs, kind, policy, settings, failures, places, limit, keep):
-    """Every pass of a slack replay (time, jobs started and where, the top job's drain) and
-    the outcome; `keep`: the search's base plan from the kept plan (else planned afresh)."""
-    qsim = Qsim([dataclasses.replace(j) for j in jobs], kind.build(), builtin_policy(policy),
-                Backfill.SLACK, slack=settings, failures=failures, repair_time=7.0,
-                queue_config=None if limit is None else queue_config(limit))
-    qsim.queue_places = places
-    scheduler = qsim.scheduler
-    scheduler.keep_plan = keep
-    scheduler.slack = BaseCheckedSlack(settings)
-    passes = []
-
-    def recording_pass():
-        report = scheduler.iterate()
-        passes.append((qsim.clock.now(), report.started, report.drain))
-        return report
-
-    qsim._run_pass = recording_pass
-    return passes, qsim.run()
-
-
 @SETTINGS
 @given(data=st.data(), settings=st.builds(
     lambda lookahead, goal, factor: SlackSettings(
@@ -384,19 +361,7 @@ def test_a_slack_pass_from_the_kept_plan_passes_exactly_as_planning_afresh(data,
     # starts, FCFS and WFP3 orders.
     kind = data.draw(st.sampled_from([FLAT4, FLAT8, FLAT13]))
     jobs = data.draw(workloads(kind, exact=data.draw(st.booleans()), max_jobs=24, span=12))
-    policy = data.draw(st.sampled_from(["fcfs", "fcfs", "wfp3"]))
-    units = kind.build().failure_units()
-    failures = sorted(data.draw(st.lists(
-        st.builds(FailureEvent, st.integers(0, 60), st.sampled_from(units)), max_size=2)),
-        key=lambda f: (f.time, f.component))
-    places = data.draw(st.sampled_from(
-        [{}, {}, {}, {"default": frozenset(units[: kind.nodes // 2 + 1])}]))
-    limit = data.draw(st.sampled_from([None, None, None, 2]))
-    got = _slack_passes(jobs, kind, policy, settings, failures, places, limit, keep=True)
-    want = _slack_passes(jobs, kind, policy, settings, failures, places, limit, keep=False)
-    for g, w in zip(got[0], want[0], strict=True):
-        assert g == w, f"pass at {w[0]}: kept plan {g}, afresh {w}"
-    assert repr(got[1].outcomes) == repr(want[1].outcomes)
+    assert_kept_passes_as_afresh(data, kind, jobs, lambda: BaseCheckedSlack(settings))
 
 
 NO_SLACK_NO_LOOKAHEAD = SlackSettings(lookahead=0, slack_up=1, slack_down=1, slack_min=1, k2=0)
