@@ -657,15 +657,13 @@ def routed_jobs(jobs: Sequence[TraceJob], layout: QueueLayout) -> list[TraceJob]
     naming the first job that no queue takes (its size, requested time and trace queue)."""
     out = []
     for job in jobs:
-        for q in layout.queues:
-            if q.holds(job):
-                out.append(replace(job, queue=q.name))
-                break
-        else:
+        name = layout.home(job)
+        if name is None:
             raise InputError(
                 f"job {job.jobid} ({job.nodes} nodes, {job.requested_time:g} s requested, "
                 f"queue {job.queue!r}) belongs to no queue of the queue layout; give the "
                 "layout a job class that takes it")
+        out.append(replace(job, queue=name))
     return out
 
 
