@@ -144,11 +144,13 @@ class QueueLayout:
 
     @property
     def routing_sources(self) -> frozenset[str]:
-        """The queues the layout routes from when a job is submitted to them live: `default`
-        and every source queue its classes name, except its own queues (a job submitted to
-        one of those stays there)."""
+        """The queues the layout routes from when a job is submitted to them live: every source
+        queue its classes name, and `default` when a class names none (takes any queue's
+        jobs); never one of its own queues (a job submitted to one of those stays there)."""
         named = {source for q in self.queues for c in q.classes for source in c.sources}
-        return frozenset({"default", *named} - {q.name for q in self.queues})
+        if any(not c.sources for q in self.queues for c in q.classes):
+            named.add("default")
+        return frozenset(named - {q.name for q in self.queues})
 
     def route(self, jobs: Iterable[TraceJob]) -> tuple[dict[str, list[TraceJob]], list[TraceJob]]:
         """Each queue's jobs (in the order given), and the jobs no queue takes."""
