@@ -105,16 +105,13 @@ def test_a_layout_gives_its_queues_the_bounding_box_of_their_classes_as_limits()
                                  "maxtime": None}
 
 
-def test_the_listing_shows_partitions_pool_and_the_other_queues() -> None:
-    layout, partitions = laid_out(LAYOUT, "f.yaml", machine())
-    assert layout_lines(layout, partitions, 8) == [
-        "Queue  Nodes  Partition  JobNodes  JobTime            Priority  ",
-        "================================================================",
-        "small  2      0-1        1-2       00:00:00-01:00:00  1         ",
-        "big    4      2-5        3-6       00:00:00-any       2         ",
-        "common pool: 2 nodes (6-7); tau_pf: 3",
-        "other queues: no node (their jobs wait)",
-    ]
+def test_the_listing_shows_partitions_starvation_times_pool_and_the_other_queues() -> None:
+    # Golden: small follows the layout's starvation time (12 h), big sets its own (30 min).
+    text = LAYOUT.replace("tau_pf: 3\n", "tau_pf: 3\nstarvation_time: 43200\n").replace(
+        "    priority: 2\n", "    priority: 2\n    starvation_time: 1800\n")
+    layout, partitions = laid_out(text, "f.yaml", machine())
+    golden = Path(__file__).parent / "golden" / "layout-show.txt"
+    assert "\n".join(layout_lines(layout, partitions, 8)) + "\n" == golden.read_text()
 
 
 def test_since_takes_a_span_back_from_now_or_a_date() -> None:

@@ -31,10 +31,10 @@ queues:
     jobs: [{nodes: [3, 4]}]
 """
 SHOWN = (
-    "Queue  Nodes  Partition  JobNodes  JobTime            Priority  \n"
-    "================================================================\n"
-    "small  2      0-1        1-2       00:00:00-01:00:00  1         \n"
-    "big    4      2-5        3-4       00:00:00-any       1         \n"
+    "Queue  Nodes  Partition  JobNodes  JobTime            Priority  Starvation  \n"
+    "============================================================================\n"
+    "small  2      0-1        1-2       00:00:00-01:00:00  1         24:00:00    \n"
+    "big    4      2-5        3-4       00:00:00-any       1         24:00:00    \n"
     "common pool: none; tau_pf: -\n"
     "other queues: nodes 6-7\n"
 )
