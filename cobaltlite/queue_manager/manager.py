@@ -219,21 +219,16 @@ class QueueManager:
             if not job[key] and isinstance(job["cwd"], str):
                 job[key] = f"{job['cwd'].rstrip('/')}/$jobid.{suffix}"  # Cobalt's defaults
         _check_text_and_sizes(job)
-        queue = self.store.queue(job["queue"])
         walltime = job["walltime"]
-        if queue is not None and isinstance(walltime, int) and not isinstance(walltime, bool) \
-                and walltime == 0:
-            try:  # -t 0: the named queue's maxtime
-                job["walltime"] = queues.walltime_for(queue, 0)
+        if isinstance(walltime, int) and not isinstance(walltime, bool) and walltime == 0:
+            try:  # -t 0: the named queue's maxtime (before routing, which needs the time)
+                job["walltime"] = queues.walltime_for(self._submission_queue(job["queue"]), 0)
             except SettingError as exc:
                 raise SubmissionError(str(exc)) from None
         self._check_job(job)
         placement = self._place(job["queue"], job["nodes"], job["walltime"])
         job["queue"], job["routed_from"] = placement.queue, placement.routed_from
-        if placement.routed_from:
-            queue = self.store.queue(job["queue"])
-        if queue is None:
-            raise SubmissionError(f"trying to add job to non-existent queue '{job['queue']}'")
+        queue = self._submission_queue(job["queue"])
         refusal = queues.state_error(queue) or queues.admission_error(
             queue, caller.user, _group_names(caller.user, caller.gid), job["nodes"],
             job["walltime"], self._loads().get(queue["name"], QueueLoad()).users.get(caller.user))
@@ -257,6 +252,12 @@ class QueueManager:
                  queue=job["queue"], routed_from=job["routed_from"] or None)
         self.wake_scheduler()
         return jobid
+
+    def _submission_queue(self, name: str) -> dict[str, Any]:
+        queue = self.store.queue(name)
+        if queue is None:
+            raise SubmissionError(f"trying to add job to non-existent queue '{name}'")
+        return queue
 
     def _place(self, named: str, nodes: int, walltime: int) -> Placement:
         """The queue a job named to queue `named` goes in, by the active queue layout
