@@ -22,6 +22,7 @@ from cobaltlite.machine.runtime import build_machine
 from cobaltlite.partitioning.layout import parse_layout
 from cobaltlite.partitioning.whatif import replay_layouts, since_moment
 from cobaltlite.policy.utility import builtin_policy
+from cobaltlite.queue_manager.routing import LayoutRouter, Placement, RoutingError
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.system.layout_store import FILE_NAME, LayoutKeeper, laid_out
 
@@ -209,3 +210,28 @@ def test_a_restart_always_finds_the_layout_that_is_active(changes: list[str]) ->
             else:
                 assert keeper.text == (text if text.strip() else None)
             assert LayoutKeeper(machine(), Path(directory)).text == keeper.text
+
+
+def test_the_router_routes_from_default_and_the_named_sources_never_from_its_own_queues() -> None:
+    # D002-25, with the rule Qsim routes by (QueueLayout.queue_for).
+    text = LAYOUT.replace("{nodes: [5, 6]}", "{nodes: [5, 6], queues: [batch, small]}")
+    layouts = iter([text, text, None])
+    router = LayoutRouter(lambda: next(layouts))
+    assert router.layout() is router.layout()  # the same text is parsed once
+    layout = parse_layout(text, "f.yaml")[0]
+    assert layout.routing_sources == {"default", "batch"}  # small is the layout's own
+    assert LayoutRouter(lambda: text).place("default", 2, 600) == Placement("small", "default")
+    assert LayoutRouter(lambda: text).place("batch", 6, 10) == Placement("big", "batch")
+    assert LayoutRouter(lambda: text).place("small", 6, 10) == Placement("small", "")
+    assert LayoutRouter(lambda: text).place("other", 6, 10) == Placement("other", "")
+    with pytest.raises(RoutingError, match=re.escape(
+            "no queue of the queue layout takes a job of 6 nodes and 00:00:10 from queue "
+            "'default'; the layout's queues take small: 1-2 nodes, 00:00:00-01:00:00; big: "
+            "3-4 nodes, 00:10:00-24:00:00 or 5-6 nodes, any time from batch/small")):
+        LayoutRouter(lambda: text).place("default", 6, 10)
+    assert router.place("default", 6, 10) == Placement("default", "")  # no layout any more
+    # A layout whose classes all name their source queues does not route default's jobs.
+    sourced = LAYOUT.replace("time: [0, 3600]}", "time: [0, 3600], queues: [a]}").replace(
+        "time: [600, 86400]}", "time: [600, 86400], queues: [a]}").replace(
+        "{nodes: [5, 6]}", "{nodes: [5, 6], queues: [a]}")
+    assert parse_layout(sourced, "f.yaml")[0].routing_sources == {"a"}

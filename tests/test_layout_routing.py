@@ -17,18 +17,10 @@ from pathlib import Path
 
 import pytest
 from live import Instance, ok, until
+from test_layout_live import LAYOUT as SMALL_AND_BIG
 from test_layout_live import layout_file, per_queue, refused
 
-LAYOUT = """\
-machine_nodes: 8
-common_pool: 0
-queues:
-  - name: small
-    nodes: 2
-    jobs: [{nodes: [1, 2], time: [0, 3600]}]
-  - name: big
-    nodes: 4
-    jobs: [{nodes: [3, 4]}]
+LAYOUT = SMALL_AND_BIG + """\
   - name: wide
     nodes: 1
     jobs: [{nodes: [1, 1], time: [3601, 86400], queues: [batch]}]
