@@ -213,7 +213,7 @@ def test_a_restart_always_finds_the_layout_that_is_active(changes: list[str]) ->
 
 
 def test_the_router_routes_from_default_and_the_named_sources_never_from_its_own_queues() -> None:
-    # D002-25, with the rule Qsim routes by (QueueLayout.queue_for).
+    # D002-28, with the rule Qsim routes by (QueueLayout.queue_for).
     text = LAYOUT.replace("{nodes: [5, 6]}", "{nodes: [5, 6], queues: [batch, small]}")
     layouts = iter([text, text, None])
     router = LayoutRouter(lambda: next(layouts))

@@ -1,5 +1,5 @@
 """Routing by a queue layout's job classes against real daemons (issue 17; docs/hybrid-queues.md,
-"Live", D002-25): with a layout active, a job submitted to `default` (or to a source queue the
+"Live", D002-28): with a layout active, a job submitted to `default` (or to a source queue the
 layout's classes name) lands in the layout queue whose classes take its size and time, as Qsim
 routes a trace; qstat and the accounting log name that queue; qalter routes it again or refuses;
 qmove keeps the limit checks; a job no queue takes is refused at qsub; and the dry run of the

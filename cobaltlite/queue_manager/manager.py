@@ -524,7 +524,7 @@ class QueueManager:
                     return _failed(jobid, verb, "dependencies would make a cycle: "
                                    + " -> ".join(map(str, cycle)))
             resized = bool({"walltime", "walltime_delta", "nodes"} & set(changes))
-            if resized and job["routed_from"]:  # routed by a layout: routed again (D002-25)
+            if resized and job["routed_from"]:  # routed by a layout: routed again (D002-28)
                 try:
                     placement = self._place(job["routed_from"], new["nodes"], new["walltime"])
                 except SubmissionError as exc:
