@@ -235,3 +235,22 @@ def test_the_router_routes_from_default_and_the_named_sources_never_from_its_own
         "time: [600, 86400]}", "time: [600, 86400], queues: [a]}").replace(
         "{nodes: [5, 6]}", "{nodes: [5, 6], queues: [a]}")
     assert parse_layout(sourced, "f.yaml")[0].routing_sources == {"a"}
+
+
+def test_the_router_routes_by_the_last_answer_while_the_system_cannot_be_reached() -> None:
+    down = ConnectionRefusedError("system down")
+    # Each routing asks twice before it gives up (a broken connection fails one call).
+    answers: list[str | Exception] = [down, down, down, LAYOUT, down, down]
+
+    def active_layout() -> str | None:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    router = LayoutRouter(active_layout)
+    with pytest.raises(ConnectionRefusedError):  # no answer yet: nothing to route by
+        router.place("default", 1, 60)
+    assert router.place("default", 1, 60) == Placement("small", "default")  # the second try
+    assert router.place("default", 4, 3600) == Placement("big", "default")  # the last answer
+    assert answers == []

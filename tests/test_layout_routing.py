@@ -12,6 +12,8 @@ hour go to wide (node 6); node 7 is outside the layout.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,6 +96,14 @@ def test_jobs_sent_to_default_land_in_the_queue_whose_classes_take_them(flat: In
     assert "moved job" in ok(flat.command("qmove", "default", str(explicit)))
     assert (flat.job(explicit)["queue"], flat.job(explicit)["routed_from"]) == \
         ("small", "default")
+
+    # While the system restarts, qsub routes by the last layout the queue manager was given.
+    pid_file = flat.state_dir / "run" / "system.pid"
+    os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    until(lambda: not pid_file.exists(), 20, "the system to stop")
+    during = flat.qsub("-n", "3", "-t", "10", "/bin/true")
+    assert flat.job(during)["queue"] == "big"
+    ok(flat.cobaltlite("up"))
 
     # Without a layout nothing routes: qsub to default stays in default.
     ok(flat.command("partadm", "--layout-clear"))

@@ -9,7 +9,10 @@ limits apply; another queue: it runs on the nodes outside the layout, D002-10). 
 takes is refused, naming its size, its time and what each queue takes.
 
 The layout is the system component's (it lays the partitions out); the router asks it for the
-active layout's text at each routing and parses a text only when it changed.
+active layout's text at each routing and parses a text only when it changed. While the system
+cannot be reached (restarting, say) it routes by the last answer, so qsub keeps working as it
+did before routing existed (the queue manager already needed the system once, for its limits);
+before any answer the error goes to the caller.
 """
 
 from __future__ import annotations
@@ -17,8 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import structlog
+
 from cobaltlite.partitioning.layout import NO_TIME_LIMIT, QueueLayout, parse_layout
 from cobaltlite.timefmt import format_hms
+
+log = structlog.get_logger("queue-manager")
 
 
 class RoutingError(ValueError):
@@ -38,16 +45,34 @@ class LayoutRouter:
     def __init__(self, active_layout: Callable[[], str | None]) -> None:
         """`active_layout`: the system's active layout YAML, None without one."""
         self._active_layout = active_layout
+        self._answered = False
+        self._last_text: str | None = None
         self._parsed: tuple[str, QueueLayout] | None = None
 
     def layout(self) -> QueueLayout | None:
-        text = self._active_layout()
+        try:
+            text = self._ask()
+        except Exception as exc:  # an RPC to the system: connection, timeout, protocol errors
+            if not self._answered:
+                raise
+            log.warning("system unreachable, routing by the last queue layout it gave",
+                        error=str(exc))
+            text = self._last_text
+        else:
+            self._answered, self._last_text = True, text
         if text is None:
             return None
         if self._parsed is None or self._parsed[0] != text:
             # The system accepted the text only after the same checks (layout_store.laid_out).
             self._parsed = (text, parse_layout(text, "the active queue layout")[0])
         return self._parsed[1]
+
+    def _ask(self) -> str | None:
+        try:
+            return self._active_layout()
+        except Exception:  # once more: a connection broken by a restart of the system fails
+            # its next call, and the call after it connects again (rpc/client.py)
+            return self._active_layout()
 
     def place(self, named: str, nodes: int, walltime: int) -> Placement:
         """Where a job named to queue `named` with this size and wall time (seconds) goes;
