@@ -47,12 +47,12 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
-from itertools import pairwise
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 from cobaltlite.metrics_monitor.series import ROLLING_UTILIZATION, StepSeries
-from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
+from cobaltlite.qsim.outcome import CapacitySample, CapacitySamples, JobOutcome
 
 if TYPE_CHECKING:  # rich is imported where tables are drawn: it is a third of qsim's start-up
     from rich.console import Console, Group
@@ -82,7 +82,7 @@ _RATIO_DIGITS = 6
 
 def compute_metrics(
     outcomes: Sequence[JobOutcome],
-    samples: Sequence[CapacitySample],
+    samples: CapacitySamples | Sequence[CapacitySample],
     machine_nodes: int,
     *,
     slowdown_bound: float = 10.0,
@@ -114,14 +114,17 @@ def compute_metrics(
     scale_limits = _limits(scale_categories, "scale_categories")
 
     n = len(outcomes)
+    # The series first: what it builds is gone before the per-job columns below are made, so
+    # the two never add up (on a large trace this function held the replay's peak memory).
+    series = time_series(outcomes, machine_nodes)
     # Comprehensions over the columns rather than one indexed loop: this runs on whole traces
     # (250,000 jobs in about 0.4 s) and the indexed loop took a third longer.
     waits = [job.wait for job in outcomes]
     responses = [job.response for job in outcomes]
     runs = [job.run_time for job in outcomes]
     bound = slowdown_bound
-    ratios = [r / (t if t > bound else bound) for r, t in zip(responses, runs, strict=True)]
-    slowdowns = [x if x > 1.0 else 1.0 for x in ratios]
+    slowdowns = [ratio if (ratio := r / (t if t > bound else bound)) > 1.0 else 1.0
+                 for r, t in zip(responses, runs, strict=True)]
     killed = sum(job.killed for job in outcomes)
 
     def breakdown(
@@ -154,7 +157,6 @@ def compute_metrics(
         utilization = _ratio(held / capacity)
         useful_utilization = _ratio(asked / capacity)
 
-    series = time_series(outcomes, machine_nodes)
     unfair = None
     if fair_start is not None:
         unfair = sum(1 for job in outcomes if job.start_time > fair_start[job.jobid] + 1e-6)
@@ -201,18 +203,24 @@ def compute_metrics(
     return metrics
 
 
-def loss_of_capacity(samples: Sequence[CapacitySample], machine_nodes: int) -> float | None:
+def loss_of_capacity(
+    samples: CapacitySamples | Sequence[CapacitySample], machine_nodes: int
+) -> float | None:
     """Seed 000 eq. 4 over samples in time order; None when they span no time."""
-    if len(samples) < 2:
+    columns = samples if isinstance(samples, CapacitySamples) else CapacitySamples(samples)
+    times = columns.times
+    if len(times) < 2:
         return None
-    span = samples[-1].time - samples[0].time
+    span = times[-1] - times[0]
     lost = []
-    for here, after in pairwise(samples):
-        step = after.time - here.time
+    # The last sample opens no interval: zip stops at the shorter times[1:].
+    for here, after, idle, fits in zip(times, times[1:], columns.idle, columns.fits,
+                                       strict=False):
+        step = after - here
         if step < 0:
-            raise ValueError(f"capacity samples out of time order at t={after.time}")
-        if here.waiting_job_fits:
-            lost.append(here.idle_nodes * step)
+            raise ValueError(f"capacity samples out of time order at t={after:g}")
+        if fits:
+            lost.append(idle * step)
     if span <= 0:
         return None
     return _ratio(math.fsum(lost) / (machine_nodes * span))
@@ -233,29 +241,43 @@ def time_series(
         return {"step": step, "hours": [], "queue_depth": [], "utilization": [],
                 **{name: [] for name in ROLLING_UTILIZATION},
                 "queue_depth_mean": None, "queue_depth_peak": None}
-    busy: dict[float, int] = {}
-    for job in outcomes:
-        busy[job.start_time] = busy.get(job.start_time, 0) + job.allocated_nodes
-        busy[job.end_time] = busy.get(job.end_time, 0) - job.allocated_nodes
+    # Three orderings of the jobs (no per-job tuples: on a large trace they were the peak of
+    # the whole replay): by submission, by start and by end.
+    by_submit = sorted(outcomes, key=_SUBMIT)
+    by_start = sorted(outcomes, key=_SUBMIT, reverse=True)
+    by_start.sort(key=_START)  # equal starts: the later submission first
+    by_end = sorted(outcomes, key=_END)
+    n = len(outcomes)
+    busy = _busy_steps(by_start, by_end)
     utilization = StepSeries()
-    held = 0
-    for when in sorted(busy):
-        held += busy[when]
-        utilization.record(when, held / machine_nodes)
-    # Queue depth at t = n(t)·t - Σ submit over the jobs queued at t (submit <= t < start).
-    changes = sorted([(job.submit_time, 1, job.submit_time) for job in outcomes]
-                     + [(job.start_time, -1, -job.submit_time) for job in outcomes])
-    first = min(job.submit_time for job in outcomes)
-    last = max(job.end_time for job in outcomes)
+    next_busy = next(busy)
+    first = by_submit[0].submit_time
+    last = by_end[-1].end_time
     series: dict[str, list[float]] = {"hours": [], "queue_depth": [], "utilization": [],
                                       **{name: [] for name in ROLLING_UTILIZATION}}
-    count, submits, i = 0, 0.0, 0
+    # Queue depth at t = n(t)·t - Σ submit over the jobs queued at t (submit <= t < start): the
+    # submissions and starts up to t, in time order, a start before a submission at one time
+    # and equal starts by later submission first (the sums are in that order).
+    count, submits, i_submit, i_start = 0, 0.0, 0, 0
+    inf = math.inf
     t = first
     while t <= last:
-        while i < len(changes) and changes[i][0] <= t:
-            count += changes[i][1]
-            submits += changes[i][2]
-            i += 1
+        while True:
+            started = by_start[i_start].start_time if i_start < n else inf
+            submitted = by_submit[i_submit].submit_time if i_submit < n else inf
+            if started <= submitted and started <= t:
+                count -= 1
+                submits -= by_start[i_start].submit_time
+                i_start += 1
+            elif submitted <= t:
+                count += 1
+                submits += by_submit[i_submit].submit_time
+                i_submit += 1
+            else:
+                break
+        while next_busy is not None and next_busy[0] <= t:
+            utilization.record(next_busy[0], next_busy[1] / machine_nodes)
+            next_busy = next(busy, None)
         series["hours"].append(round((t - first) / 3600.0, 6))
         series["queue_depth"].append(_ratio(max(0.0, count * t - submits) / 60.0) or 0.0)
         series["utilization"].append(_ratio(utilization.value_at(t)) or 0.0)
@@ -265,6 +287,29 @@ def time_series(
     depths = series["queue_depth"]
     return {"step": step, **series,
             "queue_depth_mean": _ratio(_mean(depths)), "queue_depth_peak": max(depths)}
+
+
+_SUBMIT = attrgetter("submit_time")
+_START = attrgetter("start_time")
+_END = attrgetter("end_time")
+
+
+def _busy_steps(by_start: Sequence[JobOutcome],
+                by_end: Sequence[JobOutcome]) -> Iterator[tuple[float, int]]:
+    """(time, nodes held from then on) at every time a job starts or ends, in time order."""
+    n = len(by_start)
+    inf = math.inf
+    i_start = i_end = held = 0
+    while i_start < n or i_end < n:
+        when = min(by_start[i_start].start_time if i_start < n else inf,
+                   by_end[i_end].end_time if i_end < n else inf)
+        while i_start < n and by_start[i_start].start_time == when:
+            held += by_start[i_start].allocated_nodes
+            i_start += 1
+        while i_end < n and by_end[i_end].end_time == when:
+            held -= by_end[i_end].allocated_nodes
+            i_end += 1
+        yield when, held
 
 
 def _limits(categories: Categories, what: str) -> list[float]:

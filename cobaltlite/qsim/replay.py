@@ -300,8 +300,8 @@ def replay(
                 reservations=reservations, slack=settings.slack, queue_layout=layout)
     qsim.queue_places = queue_places
     jobs_read = len(trace.jobs)
-    # Qsim made its own records of the jobs: the trace's go now, not after the replay (on a
-    # 300,000-job trace they are a third of the peak memory).
+    # Qsim holds its own list of the jobs and lets each go once submitted: the trace's list goes
+    # now, not after the replay (on a 300,000-job trace they are a third of the peak memory).
     trace.jobs = []
     observer = None
     if settings.out is not None:
