@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gzip
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from cobaltlite.qsim.engine import DEFAULT_REPAIR_TIME, Qsim, ReplayResult
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
 from cobaltlite.qsim.queue_metrics import queue_metrics
+from cobaltlite.qsim.summary_json import summary_text
 from cobaltlite.reservations.model import ReservationError
 from cobaltlite.reservations.requests import named_places
 from cobaltlite.scheduler.scheduler import Backfill
@@ -353,7 +353,7 @@ def replay(
     report = ReplayReport(settings, result, metrics, list(trace.skipped),
                           len(machine.failure_units()) if settings.has_failures else 0, tuner)
     if settings.out is not None:
-        summary = json.dumps(report.summary(), indent=2, sort_keys=True) + "\n"
+        summary = summary_text(report.summary()) + "\n"
         _write_atomically(settings.out / "summary.json", summary)
     return report
 
