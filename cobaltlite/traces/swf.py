@@ -86,12 +86,20 @@ class RecordedRun(Mapping[str, str]):
         self._wait = wait
         self._status = status
 
-    def __getitem__(self, key: str) -> str:
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        """Mapping.get without the KeyError it raises and catches for a missing key (Qsim asks
+        every job for an `Exit_status`, which an SWF line does not have)."""
         if key == "wait":
             return self._wait
         if key == "status":
             return self._status
-        raise KeyError(key)
+        return default
+
+    def __getitem__(self, key: str) -> str:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
 
     def __iter__(self) -> Iterator[str]:
         return iter(("wait", "status"))
