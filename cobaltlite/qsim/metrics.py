@@ -219,7 +219,7 @@ def loss_of_capacity(
                                        strict=False):
         step = after - here
         if step < 0:
-            raise ValueError(f"capacity samples out of time order at t={after:g}")
+            raise ValueError(f"capacity samples out of time order at t={after:.15g}")
         if fits:
             lost.append(idle * step)
     if span <= 0:
