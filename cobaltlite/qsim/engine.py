@@ -226,7 +226,7 @@ class Qsim:
         self._has_dependencies = any(tj.dependencies for tj in pending)
         self._known = {tj.jobid for tj in pending} if self._has_dependencies else set()
         self._failures = list(failures) if failures is not None else None
-        first = [pending[0].submit_time] if pending else []
+        first: list[float] = [pending[0].submit_time] if pending else []
         if self._failures:  # one before the first arrival still matters if its repair is not over
             first.append(self._failures[0].time)
         self._repair_time = repair_time
