@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 import pytest
@@ -13,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from live import Instance, until
 from test_live_jobs import script
+from test_scheduler_properties import BGP_BLOCKS, BGP_SIZES, bgp_machine
 
 from cobaltlite.machine.catalog import load_description
+from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import builtin_policy
 from cobaltlite.qsim.engine import Qsim, SimJob
@@ -34,9 +36,12 @@ class _EstimateAfterLastArrival:
     """A Qsim pass hook: at the last submission's pass, estimate every queued job's start."""
 
     def __init__(self, qsim: Qsim, last_arrival: float, policy: str, backfill: Backfill,
-                 window: int, reservations: list[Reservation]) -> None:
+                 window: int, reservations: list[Reservation],
+                 empty: Callable[[], Machine] = lambda: build_machine(load_description(MACHINE))
+                 ) -> None:
         self.qsim, self.last_arrival, self.reservations = qsim, last_arrival, reservations
         self.settings = (builtin_policy(policy), backfill, window)
+        self.empty = empty
         self.estimates: dict[int, float] | None = None
 
     def before_pass(self, now: float) -> None:
@@ -45,9 +50,8 @@ class _EstimateAfterLastArrival:
     def after_pass(self, now: float) -> None:
         if now == self.last_arrival:
             policy, backfill, window = self.settings
-            empty = build_machine(load_description(MACHINE))
             self.estimates = estimate_start_times(
-                empty, now, self.qsim.running_jobs(), self.qsim.queued_jobs(), policy,
+                self.empty(), now, self.qsim.running_jobs(), self.qsim.queued_jobs(), policy,
                 backfill, window, queue_places=self.qsim.queue_places,
                 reservations=self.reservations)
 
@@ -87,14 +91,16 @@ def test_qsim_estimates_equal_the_starts_when_nothing_new_arrives(
                for node in _nodes(o.location))
 
 
-_MACHINES = {spec: build_machine(load_description(spec)) for spec in ("flat:8", "bgp-2rack")}
+_MACHINES: dict[str, Machine] = {
+    spec: build_machine(load_description(spec)) for spec in ("flat:8", "bgp-2rack", "intrepid")}
+_MACHINES["fig1+"] = bgp_machine()
 """Empty machines the pruning test reuses (an estimate leaves its machine empty)."""
 _MAPPED_PLACES = {"flat:8": MAPPED["mapped"],
                   "bgp-2rack": frozenset({"ANL-R00-M0-512", "ANL-R00-M1-512", "ANL-R00-1024"})}
 
 
 @settings(max_examples=80, deadline=None)
-@given(spec=st.sampled_from(sorted(_MACHINES)),
+@given(spec=st.sampled_from(sorted(_MAPPED_PLACES)),
        policy=st.sampled_from(["fcfs", "default", "high_prio", "wfp3", "wfp1", "fat", "fcsj"]),
        backfill=st.sampled_from([Backfill.EASY, Backfill.NONE]),
        running=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 60)), max_size=4),
@@ -168,6 +174,90 @@ def test_one_conservative_plan_gives_every_start_of_the_forward_replay(
     replayed = estimate_start_times(machine, now, ending, waiting, chosen,
                                     Backfill.CONSERVATIVE, prune=False)
     assert planned == replayed
+
+
+_FIG1_MAPPED = {"mapped": frozenset({"A", "A-0", "A-1", "A-01", "B", "AB", "E"})}
+"""On the test machine with sub-midplane blocks (test_scheduler_properties.py): queue `mapped`
+may use a few blocks of midplanes A, B and E only."""
+
+
+@settings(max_examples=100, deadline=None)
+@given(intrepid=st.sampled_from([False, False, True]), failed=st.lists(st.integers(0, 40),
+                                                                        max_size=2),
+       policy=st.sampled_from(["fcfs", "default", "high_prio"]), mapped=st.booleans(),
+       running=st.lists(st.tuples(st.integers(0, 6), st.integers(-20, 60)), max_size=6),
+       queued=st.lists(st.tuples(st.integers(0, 6), st.integers(1, 60), st.integers(0, 3),
+                                 st.integers(0, 2), st.booleans()), min_size=1, max_size=30))
+def test_the_followed_plan_gives_every_start_of_the_forward_replay_on_blue_gene(
+        intrepid: bool, failed: list[int], policy: str, mapped: bool,
+        running: list[tuple[int, int]], queued: list[tuple[int, int, int, int, bool]]) -> None:
+    """Conservative backfilling, a fixed rank order, Blue Gene/P: one plan after the fork's
+    first instant, followed forward and re-planned where a job starts on a cheaper block than
+    it had reserved (qsim/followed_plan.py), gives the starts the forward replay finds pass after
+    pass. On blocks inside blocks (128 to 4096 nodes, so the cheapest block is often not the
+    first free one) and on Intrepid, with overdue running jobs, failed midplanes, a queue mapped
+    to some blocks, equal submissions and queue priorities."""
+    machine = _MACHINES["intrepid"] if intrepid else _MACHINES["fig1+"]
+    sizes = sorted(machine.size_mask) if intrepid else BGP_SIZES
+    components = machine.failure_units()
+    for k in failed:
+        machine.fail(components[k % len(components)])
+    now = 1000.0
+    ending = []
+    try:
+        for k, (size, left) in enumerate(running):
+            where = machine.find_location(sizes[size % len(sizes)], 60.0, now)
+            if where is None:
+                continue
+            machine.allocate(where, 1000 + k, 0.0)
+            ending.append(SimJob(1000 + k, sizes[size % len(sizes)], 60.0, 60.0, now - 100,
+                                 "u", "p", "default", start_time=now - 60 + left,
+                                 location=where))
+        for jobid in list(machine.held_by()):
+            machine.release(jobid)
+        waiting = [SimJob(i + 1, sizes[size % len(sizes)] - 1, float(wall), float(wall),
+                          now - 10 * age, "u", "p", "mapped" if in_mapped else "default",
+                          queue_priority=priority)
+                   for i, (size, wall, age, priority, in_mapped) in enumerate(queued)]
+        places = (_FIG1_MAPPED if not intrepid else
+                  {"mapped": frozenset(machine.names[:40])}) if mapped else {}
+        chosen = builtin_policy(policy)
+        planned = estimate_start_times(machine, now, ending, waiting, chosen,
+                                       Backfill.CONSERVATIVE, queue_places=places)
+        replayed = estimate_start_times(machine, now, ending, waiting, chosen,
+                                        Backfill.CONSERVATIVE, queue_places=places,
+                                        prune=False)
+        assert planned == replayed
+    finally:
+        for component in machine.failed_components():
+            machine.unfail(component)
+
+
+@settings(max_examples=40, deadline=None)
+@given(jobs=st.lists(st.tuples(st.integers(0, 50), st.sampled_from(BGP_SIZES),
+                               st.integers(1, 40), st.booleans()), min_size=1, max_size=16),
+       policy=st.sampled_from(["fcfs", "wfp3", "default"]))
+def test_qsim_estimates_equal_the_starts_on_blue_gene_under_conservative(
+        jobs: list[tuple[int, int, int, bool]], policy: str) -> None:
+    """Qsim on blocks inside blocks with conservative backfilling: the estimates made after
+    the last arrival are the starts (FCFS and `default` through the followed plan, wfp3
+    through the forward replay), a queue mapped to some blocks included."""
+    trace = [TraceJob(i + 1, submit, wall, wall, min(nodes, 1024) if mapped else nodes,
+                      queue="mapped" if mapped else "default")
+             for i, (submit, nodes, wall, mapped) in enumerate(jobs)]
+    qsim = Qsim(trace, bgp_machine(), builtin_policy(policy), Backfill.CONSERVATIVE)
+    qsim.queue_places = dict(_FIG1_MAPPED)
+    hook = _EstimateAfterLastArrival(qsim, max(j.submit_time for j in trace), policy,
+                                     Backfill.CONSERVATIVE, 1, [], bgp_machine)
+    qsim.pass_hook = hook
+    result = qsim.run()
+    assert hook.estimates is not None
+    started_later = {o.jobid: o.start_time for o in result.outcomes
+                     if o.start_time > hook.last_arrival}
+    assert hook.estimates == started_later
+    assert all(o.location in _FIG1_MAPPED["mapped"] for o in result.outcomes
+               if o.queue == "mapped")
+    assert set(BGP_BLOCKS) >= {o.location for o in result.outcomes if o.location}
 
 
 def _nodes(location: str) -> list[str]:

@@ -31,6 +31,10 @@ from cobaltlite.machine.model import (
     TwoLevelChance,
 )
 
+MEMBERS_KEPT = 4096
+"""How many masks `BGPMachine.members` remembers before it starts afresh (sizes x place sets x
+states of service: far fewer in practice)."""
+
 COST_TOLERANCE = 1e-9
 """A candidate beats the best so far only when cheaper by more than this: costs equal on paper
 (0.6 + 0.6 and 2 - 0.8) must tie, and so go to the first name, whatever order the
@@ -110,6 +114,7 @@ class BGPMachine:
         self._held: dict[int, tuple[int, float]] = {}  # jobid -> (block index, expected end)
         self._held_nodes = 0
         self._place_sets: dict[PlaceSet, tuple[int, list[int]]] = {}
+        self._members: dict[int, list[int]] = {}  # mask -> its blocks, for `members`
 
     @property
     def failures(self) -> FailureChance:
@@ -167,6 +172,16 @@ class BGPMachine:
         mask, sizes = entry
         i = bisect_left(sizes, nodes)
         return mask & self.size_mask[sizes[i]] if i < len(sizes) and nodes > 0 else 0
+
+    def members(self, mask: int) -> list[int]:
+        """The blocks of `mask`, lowest index first; remembered, as a pass asks again and
+        again for the blocks of one size in service (a few dozen masks in all)."""
+        blocks = self._members.get(mask)
+        if blocks is None:
+            if len(self._members) >= MEMBERS_KEPT:
+                self._members.clear()
+            blocks = self._members[mask] = list(iter_bits(mask))
+        return blocks
 
     def cheapest(self, candidates: int, start: float, end: float) -> int:
         """The candidate with the lowest Allocation_Cost(X) = α·BLK_f(X) + β·P_f(X).
@@ -488,8 +503,12 @@ class BGPPlanner:
         free_at = self._block_free_times()
         busy = self._busy if duration > 0 else None
         best_i, best_t = -1, 0.0
-        for i in iter_bits(m._usable & sized):
-            t = free_at[i] if not_before is None or free_at[i] >= not_before else not_before
+        for i in m.members(m._usable & sized):
+            t = free_at[i]
+            if best_i >= 0 and t >= best_t:
+                continue  # it can only start later, or as late and lose the tie on its index
+            if not_before is not None and t < not_before:
+                t = not_before
             if busy is not None:
                 pieces = busy[i]
                 if pieces is not None:  # slide past each piece that overlaps [t, t + duration)
