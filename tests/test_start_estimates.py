@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from live import Instance, until
+from shared_paths import TRACES
 from test_live_jobs import script
 from test_scheduler_properties import BGP_BLOCKS, BGP_SIZES, bgp_machine
 
@@ -23,6 +24,7 @@ from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.qsim.fork import estimate_start_times
 from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill
+from cobaltlite.traces.intrepid_list import read_intrepid_list
 from cobaltlite.traces.model import TraceJob
 
 MACHINE = "flat:8"
@@ -174,6 +176,35 @@ def test_one_conservative_plan_gives_every_start_of_the_forward_replay(
     replayed = estimate_start_times(machine, now, ending, waiting, chosen,
                                     Backfill.CONSERVATIVE, prune=False)
     assert planned == replayed
+
+
+def test_the_followed_plan_gives_the_forward_replays_starts_on_an_intrepid_queue() -> None:
+    """Intrepid's own jobs (from the trace's 1,500th): the running ones fill three quarters
+    of the machine, the next 700 wait. Long queues re-plan again and again, and a
+    re-planned job that moves frees time a later one may take: the case the random workloads
+    above rarely reach."""
+    machine = _MACHINES["intrepid"]
+    trace = read_intrepid_list(TRACES / "intrepid-2009-first3000.6col.txt.gz").jobs[1500:]
+    now = 10_000_000.0
+    ending, k = [], 0
+    for k, j in enumerate(trace):  # k: where the queue starts
+        if machine.idle_nodes() <= machine.total_nodes // 4:
+            break
+        where = machine.find_location(j.nodes, j.requested_time, now)
+        if where:
+            machine.allocate(where, -1 - k, now + 600.0 + 60 * k)
+            ending.append(SimJob(-1 - k, j.nodes, 600.0 + 60 * k, 600.0 + 60 * k, now - 100,
+                                 "u", "p", "default", start_time=now, location=where))
+    for jobid in list(machine.held_by()):
+        machine.release(jobid)
+    waiting = [SimJob(i, j.nodes, float(j.requested_time), float(j.requested_time),
+                      now - 60 * (700 - i), "u", "p", "default")
+               for i, j in enumerate(trace[k:k + 700])]
+    fcfs = builtin_policy("fcfs")
+    planned = estimate_start_times(machine, now, ending, waiting, fcfs, Backfill.CONSERVATIVE)
+    replayed = estimate_start_times(machine, now, ending, waiting, fcfs,
+                                    Backfill.CONSERVATIVE, prune=False)
+    assert planned == replayed and len(planned) == 700
 
 
 _FIG1_MAPPED = {"mapped": frozenset({"A", "A-0", "A-1", "A-01", "B", "AB", "E"})}

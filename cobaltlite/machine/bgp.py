@@ -35,6 +35,8 @@ MEMBERS_KEPT = 4096
 """How many masks `BGPMachine.members` remembers before it starts afresh (sizes x place sets x
 states of service: far fewer in practice)."""
 
+INF = float("inf")
+
 COST_TOLERANCE = 1e-9
 """A candidate beats the best so far only when cheaper by more than this: costs equal on paper
 (0.6 + 0.6 and 2 - 0.8) must tie, and so go to the first name, whatever order the
@@ -456,9 +458,9 @@ class BGPPlanner:
                 return
             busy = self._busy = [None] * len(self._m.names)
             for start, stop, mask in self._reservations:
-                _index(busy, start, stop, mask)
+                _index(busy, start, stop, self._m.members(mask))
         else:
-            _index(busy, start, stop, mask)
+            _index(busy, start, stop, self._m.members(mask))
 
     def location_now(
         self, nodes: int, duration: float, allowed: PlaceSet | None = None
@@ -500,12 +502,24 @@ class BGPPlanner:
             if size is None:
                 raise MachineError(f"{nodes} nodes fit no block of {m.name}")
             sized = m.size_mask[size]
+        best_t, best_i = self.earliest_on(sized, duration, not_before)
+        if best_i < 0:
+            return NOT_IN_SERVICE
+        self._hold(best_t, best_t + duration, m.conflict[best_i])
+        return best_t, m.names[best_i]
+
+    def earliest_on(self, blocks: int, duration: float, not_before: float | None = None
+                    ) -> tuple[float, int]:
+        """The earliest start (at or after `not_before`) of a job of `duration` on the blocks
+        of the mask `blocks` that are in service, and on which (the first in name order of
+        those free as early), reserving nothing; (inf, -1) when none is in service."""
+        m = self._m
         free_at = self._block_free_times()
         busy = self._busy if duration > 0 else None
-        best_i, best_t = -1, 0.0
-        for i in m.members(m._usable & sized):
+        best_i, best_t = -1, INF
+        for i in m.members(m._usable & blocks):
             t = free_at[i]
-            if best_i >= 0 and t >= best_t:
+            if t >= best_t:
                 continue  # it can only start later, or as late and lose the tie on its index
             if not_before is not None and t < not_before:
                 t = not_before
@@ -526,10 +540,12 @@ class BGPPlanner:
                             t, moved = stop, True
             if best_i < 0 or t < best_t:
                 best_i, best_t = i, t
-        if best_i < 0:
-            return NOT_IN_SERVICE
-        self._hold(best_t, best_t + duration, m.conflict[best_i])
-        return best_t, m.names[best_i]
+        return best_t, best_i
+
+    def hold(self, block: int, start: float, duration: float) -> None:
+        """Reserve block number `block` (of `BGPMachine.names`) from `start` for `duration`
+        seconds, as `reserve_earliest` reserves the block it finds."""
+        self._hold(start, start + duration, self._m.conflict[block])
 
     def copy(self) -> BGPPlanner:
         other = BGPPlanner.__new__(BGPPlanner)
@@ -573,10 +589,10 @@ class BGPPlanner:
 
 
 def _index(busy: list[tuple[list[float], list[float]] | None], start: float, stop: float,
-           mask: int) -> None:
-    """Add [start, stop) to the pieces of every block of `mask`, merged with those it overlaps
-    or touches (the pieces stay disjoint, with a gap between any two)."""
-    for j in iter_bits(mask):
+           blocks: list[int]) -> None:
+    """Add [start, stop) to the pieces of each of `blocks`, merged with those it overlaps or
+    touches (the pieces stay disjoint, with a gap between any two)."""
+    for j in blocks:
         pieces = busy[j]
         if pieces is None:
             busy[j] = ([start], [stop])

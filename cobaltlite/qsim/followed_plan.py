@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 
-from cobaltlite.machine.bgp import BGPMachine
+from cobaltlite.machine.bgp import BGPMachine, BGPPlanner
 from cobaltlite.machine.model import PlaceSet
 from cobaltlite.qsim.engine import SimJob
 
@@ -50,28 +50,71 @@ def follow_the_plan(machine: BGPMachine, now: float, ranked: Sequence[SimJob],
         started[rank], starts[rank] = True, at
         found[job.jobid] = at
 
-    def plan(first: int, at: float) -> None:
+    def sized(job: SimJob) -> int:
+        places = allowed(job)
+        if places is not None:
+            return machine.sized_within(job.size, places)
+        return machine.size_mask[machine.allocation_size(job.size)]
+
+    def plan(first: int, at: float, freed: int = -1, added: int = 0) -> None:
         """The pass at `at` from rank `first` on: each job starts now if that delays no
-        reservation ranked before it, else is reserved at its earliest."""
+        reservation ranked before it, else is reserved at its earliest. With `freed` (not -1),
+        a re-plan: only the blocks of `freed` may have lost reserved time since each job's
+        reservation was made, and only those of `added` gained some (besides what lower-ranked
+        jobs took around it), so a job's kept reservation is checked on those blocks alone."""
         planner = machine.planner(at)
         for rank in range(first):
             if not started[rank] and starts[rank] < INF:  # all after `at`: those due began
-                planner.book(frozenset({names[blocks[rank]]}), starts[rank],
-                             starts[rank] + walls[rank])
+                planner.hold(blocks[rank], starts[rank], walls[rank])
         for rank in range(first, count):
             if started[rank]:
                 continue
             job = jobs[rank]
+            was_t, was_b = starts[rank], blocks[rank]
+            if freed >= 0:
+                if was_b < 0:
+                    continue  # no block of its size in service: none comes back in a fork
+                best_t, best_b = kept_or_better(planner, job, was_t, was_b, freed, added)
+                if best_t > at:
+                    if best_b != was_b or best_t != was_t:
+                        freed |= conflict[was_b]
+                        added |= conflict[best_b]
+                        starts[rank], blocks[rank] = best_t, best_b
+                        heapq.heappush(due, (best_t, rank))
+                    planner.hold(best_b, best_t, job.wall_time)
+                    continue
             places = allowed(job)
             location = planner.location_now(job.size, job.wall_time, places)
             if location is not None:
+                if freed >= 0 and (was_t != at or index[location] != was_b):
+                    freed |= conflict[was_b]
+                    added |= conflict[index[location]]
                 start(rank, at, location)
                 planner.commit(location, job.wall_time)
-                continue
-            starts[rank], where = planner.reserve_earliest(job.size, job.wall_time, places)
-            if where:
-                blocks[rank] = index[where]
-                heapq.heappush(due, (starts[rank], rank))
+            elif freed >= 0:
+                raise AssertionError(f"job {job.jobid}: earliest at {at}, yet no block free")
+            else:
+                starts[rank], where = planner.reserve_earliest(job.size, job.wall_time, places)
+                if where:
+                    blocks[rank] = index[where]
+                    heapq.heappush(due, (starts[rank], rank))
+
+    def kept_or_better(planner: BGPPlanner, job: SimJob, was_t: float, was_b: int,
+                       freed: int, added: int) -> tuple[float, int]:
+        """The job's earliest (start, block) in a re-plan, when it was reserved at `was_t` on
+        block `was_b`: every block outside `freed` can start it no earlier than before (only
+        time was added there), so the old reservation stands unless a block of `freed` now
+        does better, or its own block lost the slot (then every block is looked at again)."""
+        if ((freed | added) >> was_b) & 1 and planner.earliest_on(
+                1 << was_b, job.wall_time)[0] != was_t:
+            return planner.earliest_on(sized(job), job.wall_time)
+        best_t, best_b = was_t, was_b
+        others = sized(job) & freed & ~(1 << was_b)
+        if others:
+            t, b = planner.earliest_on(others, job.wall_time)
+            if b >= 0 and (t < best_t or (t == best_t and b < best_b)):
+                best_t, best_b = t, b
+        return best_t, best_b
 
     plan(0, now)
     while due:
@@ -94,5 +137,5 @@ def follow_the_plan(machine: BGPMachine, now: float, ranked: Sequence[SimJob],
         chosen = machine.cheapest(candidates, at, end)
         start(rank, at, names[chosen])
         if chosen != blocks[rank]:  # the jobs ranked after it may be placed otherwise now
-            plan(rank + 1, at)
+            plan(rank + 1, at, conflict[blocks[rank]], conflict[chosen])
     return found
