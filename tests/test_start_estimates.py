@@ -20,7 +20,7 @@ from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import builtin_policy
-from cobaltlite.qsim.engine import Qsim, SimJob
+from cobaltlite.qsim.engine import JobOutcome, Qsim, SimJob
 from cobaltlite.qsim.fork import estimate_start_times
 from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill
@@ -81,16 +81,24 @@ def test_qsim_estimates_equal_the_starts_when_nothing_new_arrives(
     qsim = Qsim(trace, build_machine(load_description(MACHINE)), builtin_policy(policy),
                 backfill, window=window, reservations=reservations)
     qsim.queue_places = dict(MAPPED)
-    hook = _EstimateAfterLastArrival(qsim, max(j.submit_time for j in trace), policy,
-                                     backfill, window, reservations)
+    outcomes = _run_checking_the_estimates(
+        qsim, _EstimateAfterLastArrival(qsim, max(j.submit_time for j in trace), policy,
+                                        backfill, window, reservations))
+    assert all(int(node) < 4 for o in outcomes if o.queue == "mapped"
+               for node in _nodes(o.location))
+
+
+def _run_checking_the_estimates(qsim: Qsim, hook: _EstimateAfterLastArrival
+                                ) -> list[JobOutcome]:
+    """Run `qsim` with `hook`; check that its estimates are the starts after the last
+    arrival; return the outcomes."""
     qsim.pass_hook = hook
     result = qsim.run()
     assert hook.estimates is not None
     started_later = {o.jobid: o.start_time for o in result.outcomes
                      if o.start_time > hook.last_arrival}
     assert hook.estimates == started_later
-    assert all(int(node) < 4 for o in result.outcomes if o.queue == "mapped"
-               for node in _nodes(o.location))
+    return result.outcomes
 
 
 _MACHINES: dict[str, Machine] = {
@@ -278,17 +286,11 @@ def test_qsim_estimates_equal_the_starts_on_blue_gene_under_conservative(
              for i, (submit, nodes, wall, mapped) in enumerate(jobs)]
     qsim = Qsim(trace, bgp_machine(), builtin_policy(policy), Backfill.CONSERVATIVE)
     qsim.queue_places = dict(_FIG1_MAPPED)
-    hook = _EstimateAfterLastArrival(qsim, max(j.submit_time for j in trace), policy,
-                                     Backfill.CONSERVATIVE, 1, [], bgp_machine)
-    qsim.pass_hook = hook
-    result = qsim.run()
-    assert hook.estimates is not None
-    started_later = {o.jobid: o.start_time for o in result.outcomes
-                     if o.start_time > hook.last_arrival}
-    assert hook.estimates == started_later
-    assert all(o.location in _FIG1_MAPPED["mapped"] for o in result.outcomes
-               if o.queue == "mapped")
-    assert set(BGP_BLOCKS) >= {o.location for o in result.outcomes if o.location}
+    outcomes = _run_checking_the_estimates(
+        qsim, _EstimateAfterLastArrival(qsim, max(j.submit_time for j in trace), policy,
+                                        Backfill.CONSERVATIVE, 1, [], bgp_machine))
+    assert all(o.location in _FIG1_MAPPED["mapped"] for o in outcomes if o.queue == "mapped")
+    assert set(BGP_BLOCKS) >= {o.location for o in outcomes if o.location}
 
 
 def _nodes(location: str) -> list[str]:
