@@ -142,12 +142,17 @@ class BGPMachine:
         return self.total_nodes - self._held_nodes
 
     def available_of_size(self, nodes: int, allowed: PlaceSet | None) -> int:
-        """The blocks in service and free now that a job of `nodes` would get (its size, or
-        within `allowed` the smallest of the set that holds it), as a mask; 0 when none."""
+        """The blocks in service and free now that a job of `nodes` would get (`of_size`),
+        as a mask; 0 when none."""
+        return self._available & self.of_size(nodes, allowed)
+
+    def of_size(self, nodes: int, allowed: PlaceSet | None) -> int:
+        """The blocks a job of `nodes` would get, free or not (its size, or within `allowed`
+        the smallest of the set that holds it), as a mask; 0 when none."""
         if allowed is not None:
-            return self._available & self.sized_within(nodes, allowed)
+            return self.sized_within(nodes, allowed)
         size = self.allocation_size(nodes)
-        return 0 if size is None else self._available & self.size_mask[size]
+        return 0 if size is None else self.size_mask[size]
 
     def find_location(
         self, nodes: int, duration: float, now: float = 0.0, allowed: PlaceSet | None = None

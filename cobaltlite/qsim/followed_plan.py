@@ -50,12 +50,6 @@ def follow_the_plan(machine: BGPMachine, now: float, ranked: Sequence[SimJob],
         started[rank], starts[rank] = True, at
         found[job.jobid] = at
 
-    def sized(job: SimJob) -> int:
-        places = allowed(job)
-        if places is not None:
-            return machine.sized_within(job.size, places)
-        return machine.size_mask[machine.allocation_size(job.size)]
-
     def plan(first: int, at: float, freed: int = -1, added: int = 0) -> None:
         """The pass at `at` from rank `first` on: each job starts now if that delays no
         reservation ranked before it, else is reserved at its earliest. With `freed` (not -1),
@@ -107,9 +101,9 @@ def follow_the_plan(machine: BGPMachine, now: float, ranked: Sequence[SimJob],
         does better, or its own block lost the slot (then every block is looked at again)."""
         if ((freed | added) >> was_b) & 1 and planner.earliest_on(
                 1 << was_b, job.wall_time)[0] != was_t:
-            return planner.earliest_on(sized(job), job.wall_time)
+            return planner.earliest_on(machine.of_size(job.size, allowed(job)), job.wall_time)
         best_t, best_b = was_t, was_b
-        others = sized(job) & freed & ~(1 << was_b)
+        others = machine.of_size(job.size, allowed(job)) & freed & ~(1 << was_b)
         if others:
             t, b = planner.earliest_on(others, job.wall_time)
             if b >= 0 and (t < best_t or (t == best_t and b < best_b)):

@@ -6,8 +6,9 @@ fork from the present and run until every queued job has started). In both, a fo
 are job ends, each followed by a scheduling pass, as in Qsim.run; the running jobs end at the
 times the caller gives them (the estimate: their requested wall times). An estimate may take
 shortcuts that give the same starts (docs/architecture.md, "Estimated start times"): passes that
-see only the jobs that matter (`WaitingColumns`), and under conservative backfilling on a flat
-machine one plan after the first instant instead of the passes after it (`plan_is_the_schedule`).
+see only the jobs that matter (`WaitingColumns`), and under conservative backfilling one plan
+after the first instant instead of the passes after it (`plan_is_the_schedule`): the schedule
+itself on a flat machine, followed forward on Blue Gene/P (qsim/followed_plan.py).
 """
 
 from __future__ import annotations
