@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,11 +19,9 @@ from shared_paths import TRACES
 from cobaltlite.errors import InputError
 from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.machine.bits import ranges_to_mask
-from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import FlatDescription
 from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.partitions import QueuePartitions, node_mask
-from cobaltlite.machine.runtime import build_machine
 from cobaltlite.partitioning.evaluate import replay_partition
 from cobaltlite.partitioning.layout import JobClass, PartitionedQueue, QueueLayout
 from cobaltlite.policy.utility import builtin_policy
@@ -79,10 +78,11 @@ def test_a_layout_larger_than_the_machine_is_refused() -> None:
         QueuePartitions.from_layout(by_source(("a", 4, 1), ("b", 3, 1), pool=2), flat(8))
 
 
-def test_blue_gene_machines_are_refused() -> None:
-    machine = build_machine(load_description("bgp-2rack"))
-    with pytest.raises(InputError, match="flat machines only"):
-        QueuePartitions.from_layout(by_source(("a", 512, 1)), machine)
+def test_blocks_are_refused_on_a_flat_machine() -> None:
+    layout = by_source(("a", 4, 1))
+    layout = layout.with_queues([replace(layout.queues[0], blocks=("ANL-R00-1024",))])
+    with pytest.raises(InputError, match="queue 'a' names blocks, but m is a flat machine"):
+        QueuePartitions.from_layout(layout, flat(8))
 
 
 @pytest.mark.parametrize(("own", "pool", "message"), [

@@ -145,12 +145,18 @@ def layout_lines(layout: QueueLayout, partitions: QueuePartitions,
                      f"{q.priority:g}"])
     lines = format_table(["Queue", "Nodes", "Partition", "JobNodes", "JobTime", "Priority"],
                          rows)
-    pool = f"{len(partitions.pool)} nodes ({listing['pool']})" if partitions.pool else "none"
+    pool = (f"{partitions.nodes()} nodes ({listing['pool']})" if listing["pool"] else "none")
     tau = "-" if partitions.tau_pf is None else f"{partitions.tau_pf:g}"
     lines.append(f"common pool: {pool}; tau_pf: {tau}")
     rest = listing["rest"]
     lines.append(f"other queues: nodes {rest}" if rest else
                  "other queues: no node (their jobs wait)")
+    if partitions.blocks is not None:  # Blue Gene/P: the blocks each region's jobs run on
+        regions = [(f"queue {row['name']}", row["blocks"]) for row in listing["queues"]]
+        regions += [("common pool", listing["pool_blocks"]),
+                    ("other queues", listing["rest_blocks"])]
+        lines += [f"{who} blocks: {' '.join(blocks) or 'none'}" for who, blocks in regions
+                  if blocks or who.startswith("queue")]
     return lines
 
 

@@ -86,8 +86,10 @@ def configure(args: argparse.Namespace) -> tuple[QueueLayout, int, Evaluation]:
 
     description = load_description(args.machine)
     if not isinstance(description, FlatDescription):
-        raise InputError(f"--machine {args.machine}: queue partitions are built for flat "
-                         "clusters (flat:N)")
+        raise InputError(f"--machine {args.machine}: the configurators size partitions "
+                         "for flat clusters (flat:N) only; on Blue Gene/P write the layout "
+                         "yourself (whole midplanes or blocks:) and replay it with qsim "
+                         "--queue-layout (docs/hybrid-queues.md)")
     total = description.nodes
     jobs: list[TraceJob] = read_swf(args.trace, processors_per_node=description.processors_per_node,
                                     start=args.start, end=args.end).jobs

@@ -8,6 +8,10 @@ Every job routes to at most one queue: `QueueLayout.check` refuses overlapping c
 
 A layout owns `pool` nodes besides the partitions: the common pool of the hybrid configuration
 (seed 002 §III), 0 in a purely partitioned one.
+
+On Blue Gene/P a queue (and the pool) may name its partition's blocks (`blocks:`,
+`pool_blocks:`) instead of being given whole midplanes in the table's order
+(cobaltlite/machine/block_layout.py; docs/hybrid-queues.md, D002-25).
 """
 
 from __future__ import annotations
@@ -78,6 +82,9 @@ class PartitionedQueue:
     may not be merged again (seed 002 §II-B)."""
     starvation_time: float | None = None
     """Seconds of wait after which a job of this queue starves (None: the layout's)."""
+    blocks: tuple[str, ...] = ()
+    """Blue Gene/P only: the blocks whose node cards make its partition (empty: whole
+    midplanes in the table's order, `nodes` of them)."""
 
     def holds(self, job: TraceJob) -> bool:
         return any(c.holds(job) for c in self.classes)
@@ -101,6 +108,8 @@ class QueueLayout:
     starvation_time: float = STARVATION_TIME
     """Seconds of wait after which a job starves, for queues that set none (seed 002 §III;
     D002-13: the pool then serves only the starving queues)."""
+    pool_blocks: tuple[str, ...] = ()
+    """Blue Gene/P only: the blocks whose node cards make the pool (empty: whole midplanes)."""
 
     @property
     def nodes(self) -> int:
@@ -176,11 +185,14 @@ def layout_yaml(layout: QueueLayout, machine_nodes: int) -> str:
         doc["tau_pf"] = layout.tau_pf
     if layout.starvation_time != STARVATION_TIME:
         doc["starvation_time"] = layout.starvation_time
+    if layout.pool_blocks:
+        doc["pool_blocks"] = list(layout.pool_blocks)
     doc.update(layout.extra)
     doc["queues"] = [
         {"name": q.name, "nodes": q.nodes, "priority": q.priority,
          **({"split_from": q.parent} if q.parent else {}),
          **({"starvation_time": q.starvation_time} if q.starvation_time is not None else {}),
+         **({"blocks": list(q.blocks)} if q.blocks else {}),
          "jobs": [_job_class_yaml(c) for c in q.classes]}
         for q in layout.queues]
     import yaml  # here and in parse_layout: Qsim imports this module, and yaml costs its start-up
@@ -222,7 +234,8 @@ def parse_layout(text: str, path: str) -> tuple[QueueLayout, int]:
     starvation = _seconds(doc.get("starvation_time", STARVATION_TIME),
                           f"{path}: starvation_time")
     layout = QueueLayout(tuple(queues), pool, None if tau is None else float(tau),
-                         starvation_time=starvation)
+                         starvation_time=starvation,
+                         pool_blocks=_names(doc.get("pool_blocks", []), f"{path}: pool_blocks"))
     layout.check(machine_nodes, path)
     return layout, machine_nodes
 
@@ -246,7 +259,18 @@ def _queue(item: Any, where: str) -> PartitionedQueue:
         classes=tuple(_job_class(c, f"{where}: jobs[{i}]") for i, c in enumerate(jobs)),
         priority=float(priority), parent=str(parent) if parent is not None else None,
         starvation_time=None if item.get("starvation_time") is None
-        else _seconds(item["starvation_time"], f"{where}: starvation_time"))
+        else _seconds(item["starvation_time"], f"{where}: starvation_time"),
+        blocks=_names(item.get("blocks", []), f"{where}: blocks"))
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    """A list of block names (Blue Gene/P), each once."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise InputError(f"{where}: give a list of block names")
+    repeated = sorted({v for v in value if value.count(v) > 1})
+    if repeated:
+        raise InputError(f"{where}: block {repeated[0]!r} is given twice")
+    return tuple(value)
 
 
 def _seconds(value: Any, where: str) -> float:

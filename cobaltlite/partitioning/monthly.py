@@ -311,8 +311,10 @@ def run_command(args: Any, err: Any) -> int:
         raise InputError("--reconfigure monthly needs --start and --end (the months replayed)")
     description = load_description(args.machine)
     if not isinstance(description, FlatDescription):
-        raise InputError(f"--machine {args.machine}: queue partitions are built for flat "
-                         "clusters (flat:N)")
+        raise InputError(f"--machine {args.machine}: the configurators size partitions "
+                         "for flat clusters (flat:N) only; on Blue Gene/P write the layout "
+                         "yourself (whole midplanes or blocks:) and replay it with qsim "
+                         "--queue-layout (docs/hybrid-queues.md)")
     total = description.nodes
     layout, layout_nodes = read_layout(args.queue_layout)
     if layout_nodes != total:

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from cobaltlite.errors import InputError
+from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.partitions import QueuePartitions
+from cobaltlite.machine.runtime import build_machine
 from cobaltlite.moments import parse_moment
 from cobaltlite.policy.utility import UtilityFunction
 from cobaltlite.qsim.queue_metrics import queue_metrics
@@ -77,9 +79,8 @@ def replay_layouts(log: Path, machine: str, policy: UtilityFunction, backfill: B
             raise InputError(f"--log {log}: no job submitted since {when} UTC to replay")
         metrics = report.metrics
         if "by_queue" not in metrics:  # no layout: every queue has the whole machine
-            everywhere = frozenset(str(n) for n in range(report.result.machine_nodes))
-            queues = sorted({o.queue for o in outcomes})
-            whole = QueuePartitions(dict.fromkeys(queues, everywhere), frozenset(), None, {})
+            whole = QueuePartitions.whole_machine(sorted({o.queue for o in outcomes}),
+                                                  build_machine(load_description(machine)))
             metrics["by_queue"] = queue_metrics(outcomes, whole, settings.slowdown_bound)
         runs.append(LayoutRun(label, metrics, tuple(report.result.skipped)))
     return runs

@@ -145,6 +145,7 @@ class Qsim:
         reservations: Sequence[Reservation] | None = None,
         slack: SlackSettings | None = None,
         queue_layout: QueueLayout | None = None,
+        layout_source: str = "queue layout",
     ) -> None:
         """`pass_runner` runs one scheduling pass; by default the in-process scheduler's, over
         RPC a call to a scheduler daemon that reaches this Qsim through `qsim.server`.
@@ -166,13 +167,14 @@ class Qsim:
         `slack`: seed 001's settings for `Backfill.SLACK` (None: Table 3's).
         `queue_layout` (seed 002; docs/hybrid-queues.md): each job goes to the layout queue
         whose job classes take it (its trace queue, size and requested time) and runs on that
-        queue's partition, or on the common pool; InputError names a job no queue takes.
+        queue's partition, or on the common pool; InputError names a job no queue takes, and
+        `layout_source` (the file) a layout the machine cannot hold.
         """
         self._machine = machine
         self.partitions: QueuePartitions | None = None
         """The layout's partitions and pool, as the scheduler reads them (None: none)."""
         if queue_layout is not None:
-            self.partitions = QueuePartitions.from_layout(queue_layout, machine)
+            self.partitions = QueuePartitions.from_layout(queue_layout, machine, layout_source)
             jobs = routed_jobs(jobs, queue_layout)
         self.queue_places: dict[str, PlaceSet] = {}
         """Queue name -> the places its jobs may run on (empty: every queue runs anywhere)."""
@@ -210,8 +212,8 @@ class Qsim:
             if self.partitions is not None and not self.partitions.could_hold(tj.queue, tj.nodes):
                 self.skipped.append(
                     f"job {tj.jobid}: {tj.nodes} nodes fit neither queue {tj.queue}'s partition "
-                    f"({len(self.partitions.own[tj.queue])} nodes) nor the common pool "
-                    f"({len(self.partitions.pool) if self.partitions.tau_pf is not None else 0})")
+                    f"({self.partitions.largest(tj.queue)} nodes) nor the common pool "
+                    f"({self.partitions.largest() if self.partitions.tau_pf is not None else 0})")
                 continue
             pending.append(
                 SimJob(

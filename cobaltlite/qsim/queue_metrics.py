@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cobaltlite.machine.bits import ranges_to_mask
-from cobaltlite.machine.partitions import QueuePartitions, node_mask
+from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.qsim.metrics import human_duration
 from cobaltlite.qsim.outcome import JobOutcome
 
@@ -29,40 +28,41 @@ def queue_metrics(outcomes: Sequence[JobOutcome], partitions: QueuePartitions,
     "pool": {nodes, utilization, starvation_rule_seconds}}."""
     span_start = min((o.submit_time for o in outcomes), default=0.0)
     span = max((o.end_time for o in outcomes), default=0.0) - span_start
-    pool_mask = node_mask(partitions.pool)
-    own_masks = {q: node_mask(p) for q, p in partitions.own.items()}
+    on_pool_nodes = partitions.counter(partitions.pool)
     rows: dict[str, dict[str, Any]] = {}
     pool_work = 0.0
     for queue, places in partitions.own.items():
         mine = [o for o in outcomes if o.queue == queue]
         waits = [o.wait for o in mine]
         own_work = on_pool = 0.0
+        on_own_nodes = partitions.counter(places)
         for o in mine:
-            where = ranges_to_mask(o.location)
             run = o.run_time
-            if where & pool_mask:
+            pooled = on_pool_nodes(o.location)
+            if pooled:
                 on_pool += 1
-                pool_work += (where & pool_mask).bit_count() * run
-            own_work += (where & own_masks[queue]).bit_count() * run
+                pool_work += pooled * run
+            own_work += on_own_nodes(o.location) * run
         starvation_time = partitions.starvation_time(queue)
         starving = [w - starvation_time for w in waits if w > starvation_time]
         rows[queue] = {
             "jobs": len(mine),
-            "partition_nodes": len(places),
+            "partition_nodes": partitions.nodes(queue),
             "priority": partitions.priority.get(queue, 1.0),
             "mean_wait": sum(waits) / len(waits) if waits else None,
             "max_wait": max(waits, default=None),
             "mean_bounded_slowdown": (
                 sum(max(1.0, o.response / max(o.run_time, slowdown_bound)) for o in mine)
                 / len(mine) if mine else None),
-            "utilization": own_work / (len(places) * span) if span > 0 and places else None,
+            "utilization": own_work / (partitions.nodes(queue) * span) if span > 0 and places
+            else None,
             "jobs_on_pool": int(on_pool),
             "starvation_time": starvation_time,
             "starving_jobs": len(starving),
             "starvation_seconds": sum(starving),
             "max_starvation_seconds": max(starving, default=0.0),
         }
-    pool_nodes = len(partitions.pool)
+    pool_nodes = partitions.nodes()
     times = {row["starvation_time"] for row in rows.values()}
     return {
         "starvation_time": times.pop() if len(times) == 1 else None,
@@ -83,7 +83,7 @@ def _starvation_rule_seconds(outcomes: Sequence[JobOutcome], partitions: QueuePa
     jobs may reach (no τ_pf)."""
     if partitions.tau_pf is None or not partitions.pool:
         return 0.0
-    largest = len(partitions.pool)
+    largest = partitions.largest()
     spans = sorted((o.submit_time + partitions.starvation_time(o.queue), o.start_time)
                    for o in outcomes if o.queue in partitions.own and o.nodes <= largest
                    and o.wait > partitions.starvation_time(o.queue))

@@ -297,7 +297,8 @@ def replay(
                 queue_config=settings.queue_config, policies=settings.queue_policies,
                 failures=failures, repair_time=settings.repair_time, window=settings.window,
                 usage_half_life=settings.usage_half_life,
-                reservations=reservations, slack=settings.slack, queue_layout=layout)
+                reservations=reservations, slack=settings.slack, queue_layout=layout,
+                layout_source=f"--queue-layout {settings.queue_layout}")
     qsim.queue_places = queue_places
     jobs_read = len(trace.jobs)
     # Qsim made its own records of the jobs: the trace's go now, not after the replay (on a

@@ -15,15 +15,22 @@ factor exceeds τ_pf (`priority_factor`); the pool's candidates are ranked as th
 them. A job runs on its partition's nodes or on pool nodes, never on both (D002-9). While a
 queue has a job waiting longer than its starvation time, the pool serves only such starving
 queues (`pool_candidates`, D002-13).
+
+On Blue Gene/P (`QueuePartitions.blocks`) nothing is carved: a region's pass runs on the real
+machine with every job allowed only the region's blocks (the place sets of partadm --queue),
+which share no node card and no wire with another region's (D002-26), so the region still has
+its own top job, drain and plan: what one region starts or plans never frees, blocks or delays
+a block of another.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from cobaltlite.machine.bits import mask_to_ranges, ranges_to_mask
+from cobaltlite.machine.block_layout import POOL, REST
 from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import FailureChance, Machine, NoFailures, PlaceSet
 from cobaltlite.machine.partitions import QueuePartitions
@@ -32,11 +39,6 @@ from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, Sy
 
 if TYPE_CHECKING:
     from cobaltlite.scheduler.scheduler import PassReport, Scheduler
-
-REST = "(rest)"
-POOL = "(pool)"
-"""The carved machines' names for the non-partitioned rest and the common pool."""
-
 
 def priority_factor(job: SchedulableJob, priority: float) -> float:
     """Seed 002 §III: slowdown × queue priority, the slowdown being (now − submit) /
@@ -63,7 +65,7 @@ def pool_candidates(waiting: list[SchedulableJob], partitions: QueuePartitions
 
 
 class Region:
-    """A set of the machine's nodes, renumbered from 0 in node order."""
+    """A set of a flat machine's nodes, renumbered from 0 in node order."""
 
     def __init__(self, name: str, mask: int) -> None:
         self.name = name
@@ -79,6 +81,15 @@ class Region:
             rest &= ~((1 << end) - 1)
         self._runs = runs
         self.nodes = local
+        self.largest = local  # the widest job it can run
+
+    def is_open(self, machine: Machine) -> bool:
+        """Whether a job could start in the region now (one without nodes: to say so)."""
+        assert isinstance(machine, FlatMachine)
+        return bool(self.mask & machine.free_mask()) or not self.nodes
+
+    def site(self, queue_manager: QueueManagerView) -> _RegionSite:
+        return _RegionSite(self, queue_manager)
 
     def to_local(self, mask: int) -> int:
         out = 0
@@ -114,29 +125,21 @@ class _RenamedChance:
         return self._source.chance(real, start, end)
 
 
-class _RegionSite:
-    """A region as both peers of one `Scheduler`: its carved machine, its jobs (scored and
-    ranked by the outer pass) and starts passed on to the real queue manager with the real
-    machine's node numbers."""
+class _Site:
+    """A region as both peers of one `Scheduler`: its jobs (scored and ranked by the outer
+    pass), the reservation periods, and what started there in this pass."""
 
-    def __init__(self, region: Region, queue_manager: QueueManagerView) -> None:
-        self.region = region
+    def __init__(self, queue_manager: QueueManagerView) -> None:
         self.queue_manager = queue_manager
-        self.now = 0.0
-        self.carved: FlatMachine | None = None
         self.jobs: list[SchedulableJob] = []
         self.fixed_order = False
         self.started: dict[int, str] = {}  # jobid -> real location, this pass
         self.windows: list[Window] = []
-        self._walls: dict[int, float] | None = None
 
-    def begin(self, carved: FlatMachine, jobs: list[SchedulableJob], fixed_order: bool,
-              now: float, windows: list[Window]) -> None:
-        """Set up this pass in the region: its machine as carved now, its jobs in rank order."""
-        self.carved, self.jobs, self.fixed_order, self.now = carved, jobs, fixed_order, now
-        self.windows = windows
+    def _begin(self, jobs: list[SchedulableJob], fixed_order: bool,
+               windows: list[Window]) -> None:
+        self.jobs, self.fixed_order, self.windows = jobs, fixed_order, windows
         self.started = {}
-        self._walls = None
 
     # the queue-manager face
     def schedulable_jobs(self) -> list[SchedulableJob]:
@@ -144,6 +147,40 @@ class _RegionSite:
 
     def ranked_jobs(self) -> list[SchedulableJob] | None:
         return self.jobs if self.fixed_order else None
+
+    # the system face
+    def queue_partitions(self) -> None:
+        return None
+
+    def reservations(self) -> list[Window]:
+        return self.windows
+
+
+class _RegionSite(_Site):
+    """A flat region: its carved machine, starts passed on to the real queue manager with the
+    real machine's node numbers."""
+
+    def __init__(self, region: Region, queue_manager: QueueManagerView) -> None:
+        super().__init__(queue_manager)
+        self.region = region
+        self.now = 0.0
+        self.carved: FlatMachine | None = None
+        self._walls: dict[int, float] | None = None
+
+    def begin(self, machine: Machine, jobs: list[SchedulableJob], fixed_order: bool,
+              now: float, windows: Sequence[Window]) -> None:
+        """Set up this pass in the region: its machine as carved now, its jobs in rank order."""
+        assert isinstance(machine, FlatMachine)
+        region = self.region
+        failures = machine.failures
+        self.carved = machine.carve(
+            region.mask, region.to_local, f"{machine.name}:{region.name}",
+            None if isinstance(failures, NoFailures) else _RenamedChance(failures, region))
+        self._begin(jobs, fixed_order,
+                    [replace(w, places=region.local_names(w.places),
+                             inside=region.local_names(w.inside)) for w in windows])
+        self.now = now
+        self._walls = None
 
     def start_job(self, jobid: int, location: str) -> bool:
         assert self.carved is not None
@@ -157,7 +194,6 @@ class _RegionSite:
         self.started[jobid] = real
         return True
 
-    # the system face
     def machine(self) -> Machine:
         assert self.carved is not None
         return self.carved
@@ -165,11 +201,81 @@ class _RegionSite:
     def place_sets(self) -> Mapping[str, PlaceSet]:
         return {}
 
-    def queue_partitions(self) -> None:
-        return None
 
-    def reservations(self) -> list[Window]:
-        return self.windows
+class BlockRegion:
+    """A region of a Blue Gene/P machine: the blocks its jobs may run on."""
+
+    def __init__(self, name: str, blocks: PlaceSet, largest: int, nodes: int,
+                 block_nodes: Mapping[str, int]) -> None:
+        self.name = name
+        self.blocks = blocks
+        self.largest = largest  # the widest job it can run; 0: no block, nothing ever runs
+        self.nodes = nodes      # of its node cards
+        self._block_nodes = block_nodes
+
+    def idle_nodes(self, machine: Machine) -> int:
+        """The region's nodes that no job holds on one of its blocks: never fewer than the
+        nodes a job could start on now (a job on a block spanning regions, started before the
+        layout, or a block blocked through a wire, only makes it more)."""
+        sizes, blocks = self._block_nodes, self.blocks
+        return self.nodes - sum(sizes[b] for b in machine.held_by().values() if b in blocks)
+
+    def is_open(self, machine: Machine) -> bool:
+        return self.idle_nodes(machine) > 0
+
+    def site(self, queue_manager: QueueManagerView) -> _BlockSite:
+        return _BlockSite(self, queue_manager)
+
+
+class _RegionMachine:
+    """The real Blue Gene/P machine as one region's pass sees it: everything as it is, but the
+    idle nodes are the region's, so the backfilling loops skip at once the jobs too wide for
+    what is left of the region (a job never runs outside it), not only for the machine."""
+
+    def __init__(self, machine: Machine, region: BlockRegion) -> None:
+        self._machine = machine
+        self._region = region
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._machine, name)
+
+    def idle_nodes(self) -> int:
+        return self._region.idle_nodes(self._machine)
+
+    def has_free_capacity(self) -> bool:
+        return self.idle_nodes() > 0 and self._machine.has_free_capacity()
+
+
+class _BlockSite(_Site):
+    """A Blue Gene/P region: the real machine, each job allowed the region's blocks only."""
+
+    def __init__(self, region: BlockRegion, queue_manager: QueueManagerView) -> None:
+        super().__init__(queue_manager)
+        self.region = region
+        self.real: Machine | None = None
+        self.places: dict[str, PlaceSet] = {}
+
+    def begin(self, machine: Machine, jobs: list[SchedulableJob], fixed_order: bool,
+              now: float, windows: Sequence[Window]) -> None:
+        self.real = cast(Machine, _RegionMachine(machine, self.region))
+        self.places = dict.fromkeys({job.queue for job in jobs}, self.region.blocks)
+        self._begin(jobs, fixed_order, list(windows))
+
+    def start_job(self, jobid: int, location: str) -> bool:
+        if not self.queue_manager.start_job(jobid, location):
+            return False
+        self.started[jobid] = location
+        return True
+
+    def machine(self) -> Machine:
+        assert self.real is not None
+        return self.real
+
+    def place_sets(self) -> Mapping[str, PlaceSet]:
+        return self.places
+
+
+AnyRegion = Region | BlockRegion
 
 
 @dataclass(slots=True)
@@ -177,9 +283,9 @@ class _Layout:
     """The regions of one `QueuePartitions` on one machine, kept while they stay the same."""
 
     partitions: QueuePartitions
-    own: dict[str, Region]     # queue -> its partition
-    rest: Region
-    pool: Region
+    own: dict[str, AnyRegion]  # queue -> its partition
+    rest: AnyRegion
+    pool: AnyRegion
 
 
 class PartitionedPass:
@@ -191,19 +297,31 @@ class PartitionedPass:
         self._make_scheduler = make_scheduler
         self._queue_manager = queue_manager
         self._layout: _Layout | None = None
-        self._schedulers: dict[Region, tuple[Scheduler, _RegionSite]] = {}
+        self._schedulers: dict[AnyRegion, tuple[Scheduler, _RegionSite | _BlockSite]] = {}
 
-    def _regions(self, partitions: QueuePartitions, machine: FlatMachine) -> _Layout:
+    def _regions(self, partitions: QueuePartitions, machine: Machine) -> _Layout:
         layout = self._layout
         if layout is not None and layout.partitions is partitions:
             return layout  # the same object every pass until the layout changes
-        own = {q: Region(q, machine.mask_of(p)) for q, p in partitions.own.items()}
-        pool = Region(POOL, machine.mask_of(partitions.pool))
-        taken = pool.mask
-        for region in own.values():
-            taken |= region.mask
-        rest = Region(REST, ((1 << machine.total_nodes) - 1) & ~taken)
-        self._layout = layout = _Layout(partitions, own, rest, pool)
+        if partitions.blocks is not None:
+            regions = partitions.blocks
+
+            def block_region(name: str) -> BlockRegion:
+                return BlockRegion(name, regions.blocks[name], regions.largest(name),
+                                   regions.nodes[name], regions.block_nodes)
+            layout = _Layout(partitions, {q: block_region(q) for q in partitions.own},
+                             block_region(REST), block_region(POOL))
+        elif isinstance(machine, FlatMachine):
+            own = {q: Region(q, machine.mask_of(p)) for q, p in partitions.own.items()}
+            pool = Region(POOL, machine.mask_of(partitions.pool))
+            taken = pool.mask
+            for region in own.values():
+                taken |= region.mask
+            rest = Region(REST, ((1 << machine.total_nodes) - 1) & ~taken)
+            layout = _Layout(partitions, dict(own), rest, pool)
+        else:
+            raise TypeError("flat queue partitions need a flat machine")
+        self._layout = layout
         self._schedulers = {}
         return layout
 
@@ -211,15 +329,12 @@ class PartitionedPass:
             partitions: QueuePartitions, machine: Machine, now: float, report: PassReport,
             windows: Sequence[Window]) -> None:
         """Schedule `jobs` (in rank order) region by region; add what started to `report`."""
-        if not isinstance(machine, FlatMachine):
-            raise TypeError("queue partitions need a flat machine")
         layout = self._regions(partitions, machine)
         own, rest = layout.own, layout.rest
         # Only the regions with a free node can start anything now: the jobs of the others
         # are not even grouped (a pass may rank 10,000 jobs).
-        free = machine.free_mask()
-        open_regions = [r for r in [*own.values(), rest] if r.mask & free or not r.nodes]
-        groups: dict[Region, list[SchedulableJob]] = {r: [] for r in open_regions}
+        open_regions = [r for r in [*own.values(), rest] if r.is_open(machine)]
+        groups: dict[AnyRegion, list[SchedulableJob]] = {r: [] for r in open_regions}
         if open_regions:
             for job in jobs:
                 group = groups.get(own.get(job.queue, rest))
@@ -229,11 +344,11 @@ class PartitionedPass:
             if group:
                 self._run_region(region, group, fixed_order, machine, now, report, windows)
         pool = layout.pool
-        if partitions.tau_pf is None or not pool.mask & machine.free_mask():
+        if partitions.tau_pf is None or not pool.largest or not pool.is_open(machine):
             return
         started = {jobid for jobid, _ in report.started}
         # A job larger than the pool can never run there: it waits for its partition.
-        largest = pool.nodes
+        largest = pool.largest
         waiting = [job for job in jobs if job.size <= largest and job.queue in own
                    and job.jobid not in started]
         urgent = pool_candidates(waiting, partitions)
@@ -241,28 +356,25 @@ class PartitionedPass:
             self._run_region(pool, urgent, fixed_order, machine, now, report, windows,
                              pool=True)
 
-    def _run_region(self, region: Region, jobs: list[SchedulableJob], fixed_order: bool,
-                    machine: FlatMachine, now: float, report: PassReport,
+    def _run_region(self, region: AnyRegion, jobs: list[SchedulableJob], fixed_order: bool,
+                    machine: Machine, now: float, report: PassReport,
                     windows: Sequence[Window], pool: bool = False) -> None:
         """One region's pass; `pool`: the common pool's, whose jobs too large for it are no
         news (they wait for their partition), so none is reported unplaceable."""
-        if not region.nodes:
+        if not region.largest:
             report.unplaceable.extend(job.jobid for job in jobs)
             return
+        if isinstance(region, BlockRegion) and any(job.size > region.largest for job in jobs):
+            # The real machine would take such a job for a top job that can never start.
+            report.unplaceable.extend(job.jobid for job in jobs if job.size > region.largest)
+            jobs = [job for job in jobs if job.size <= region.largest]
         entry = self._schedulers.get(region)
         if entry is None:
-            site = _RegionSite(region, self._queue_manager)
+            site = region.site(self._queue_manager)
             entry = (self._make_scheduler(site, site, site.reservations), site)
             self._schedulers[region] = entry
         scheduler, site = entry
-        failures = machine.failures
-        site.begin(
-            machine.carve(region.mask, region.to_local, f"{machine.name}:{region.name}",
-                          None if isinstance(failures, NoFailures)
-                          else _RenamedChance(failures, region)),
-            jobs, fixed_order, now,
-            [replace(w, places=region.local_names(w.places), inside=region.local_names(w.inside))
-             for w in windows])
+        site.begin(machine, jobs, fixed_order, now, windows)
         sub = scheduler.iterate()
         report.started.extend((jobid, site.started[jobid]) for jobid, _ in sub.started)
         if report.drain is None and sub.drain is not None:

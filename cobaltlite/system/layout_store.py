@@ -38,7 +38,7 @@ def laid_out(text: str, where: str, machine: Machine) -> tuple[QueueLayout, Queu
     if nodes != machine.total_nodes:
         raise InputError(f"{where}: machine_nodes is {nodes}; {machine.name} has "
                          f"{machine.total_nodes} nodes")
-    return layout, QueuePartitions.from_layout(layout, machine)
+    return layout, QueuePartitions.from_layout(layout, machine, where)
 
 
 class LayoutKeeper:
