@@ -16,11 +16,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 
-from cobaltlite.machine.bgp import BGPMachine, BGPPlanner
+from cobaltlite.machine.bgp import INF, BGPMachine, BGPPlanner
 from cobaltlite.machine.model import PlaceSet
 from cobaltlite.qsim.engine import SimJob
-
-INF = float("inf")
 
 
 def follow_the_plan(machine: BGPMachine, now: float, ranked: Sequence[SimJob],
@@ -111,6 +109,7 @@ def follow_the_plan(machine: BGPMachine, now: float, ranked: Sequence[SimJob],
         return best_t, best_b
 
     plan(0, now)
+    waiting = 0
     while due:
         at, rank = heapq.heappop(due)
         if started[rank] or starts[rank] != at:
@@ -120,8 +119,10 @@ def follow_the_plan(machine: BGPMachine, now: float, ranked: Sequence[SimJob],
         job = jobs[rank]
         # The pass places this job around the reservations of the jobs ranked before it.
         end = at + job.wall_time
+        while started[waiting]:  # the first job in rank order still waiting
+            waiting += 1
         held = 0
-        for other in range(rank):
+        for other in range(waiting, rank):
             if not started[other] and starts[other] < end:
                 held |= conflict[blocks[other]]
         candidates = machine.available_of_size(job.size, allowed(job)) & ~held
