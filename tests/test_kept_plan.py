@@ -29,13 +29,19 @@ def queue_config(maxrunning: int) -> list[dict[str, object]]:
         return load_queue_config(path)
 
 
-def replay(jobs, kind, policy, failures, places, limit, keep):
+def replay(jobs, kind, policy, failures, places, limit, keep, slack=None):
+    """Every pass (time, jobs started and where, the top job's drain) and the outcome, under
+    conservative backfilling, or under slack backfilling with `slack` (a SlackBackfill) as
+    the scheme."""
     qsim = Qsim([dataclasses.replace(j) for j in jobs], kind.build(), builtin_policy(policy),
-                Backfill.CONSERVATIVE, failures=failures, repair_time=7.0,
-                queue_config=None if limit is None else queue_config(limit))
+                Backfill.CONSERVATIVE if slack is None else Backfill.SLACK,
+                slack=None if slack is None else slack.settings, failures=failures,
+                repair_time=7.0, queue_config=None if limit is None else queue_config(limit))
     qsim.queue_places = places
     scheduler = qsim.scheduler
     scheduler.keep_plan = keep
+    if slack is not None:
+        scheduler.slack = slack
     passes = []
 
     def recording_pass():
@@ -53,6 +59,13 @@ def replay(jobs, kind, policy, failures, places, limit, keep):
 def test_a_kept_plan_passes_exactly_as_planning_afresh(data):
     kind = data.draw(st.sampled_from([FLAT4, FLAT8, FLAT13]))
     jobs = data.draw(workloads(kind, exact=data.draw(st.booleans()), max_jobs=16, span=30))
+    assert_kept_passes_as_afresh(data, kind, jobs)
+
+
+def assert_kept_passes_as_afresh(data, kind, jobs, slack=None):
+    """Replay `jobs` with the plan kept and afresh, under a drawn policy, failures, place set
+    and running limit (`slack`: a function making the slack scheme for one replay); every
+    pass and the outcome must be the same."""
     policy = data.draw(st.sampled_from(["fcfs", "fcfs", "wfp3"]))
     units = kind.build().failure_units()
     failures = sorted(data.draw(st.lists(
@@ -61,8 +74,8 @@ def test_a_kept_plan_passes_exactly_as_planning_afresh(data):
     places = data.draw(st.sampled_from(
         [{}, {}, {}, {"default": frozenset(units[: kind.nodes // 2 + 1])}]))
     limit = data.draw(st.sampled_from([None, None, None, 2]))
-    got = replay(jobs, kind, policy, failures, places, limit, keep=True)
-    want = replay(jobs, kind, policy, failures, places, limit, keep=False)
+    got, want = (replay(jobs, kind, policy, failures, places, limit, keep,
+                        None if slack is None else slack()) for keep in (True, False))
     for g, w in zip(got[0], want[0], strict=True):
         assert g == w, f"pass at {w[0]}: kept plan {g}, afresh {w}"
     assert repr(got[1].outcomes) == repr(want[1].outcomes)

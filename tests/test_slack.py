@@ -16,8 +16,10 @@ from itertools import pairwise
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_kept_plan import assert_kept_passes_as_afresh
 from test_scheduler_properties import (
     BGP,
+    FLAT4,
     FLAT8,
     FLAT13,
     SETTINGS,
@@ -145,8 +147,8 @@ class RecordingSlack(SlackBackfill):
         super().__init__(settings)
         self.qsim = qsim
 
-    def select(self, ranked, machine, now):
-        chosen = super().select(ranked, machine, now)
+    def select(self, ranked, machine, now, planned=None):
+        chosen = super().select(ranked, machine, now, planned)
         if not chosen:
             return chosen
         ids = {j.jobid for j in chosen}
@@ -313,11 +315,11 @@ class ComparedSlack(SlackBackfill):
     """The real scheme; at every pass the same search from the same memory also runs through
     protocol-only planners, and both must choose the same jobs with the same plan."""
 
-    def select(self, ranked, machine, now):
+    def select(self, ranked, machine, now, planned=None):
         plain = SlackBackfill(self.settings)
         plain.expected = dict(self.expected)
         plain_choice = plain.select(ranked, _ProtocolOnlyMachine(machine), now)
-        chosen = super().select(ranked, machine, now)
+        chosen = super().select(ranked, machine, now, planned)
         assert [j.jobid for j in chosen] == [j.jobid for j in plain_choice], f"t={now}"
         assert self.plan_starts == plain.plan_starts, f"t={now}"
         assert self.expected == plain.expected, f"t={now}"
@@ -332,6 +334,34 @@ def test_flat_search_chooses_as_the_plain_search_does(data, settings):
     qsim = Qsim(jobs, kind.build(), builtin_policy("fcfs"), Backfill.SLACK, slack=settings)
     qsim.scheduler.slack = ComparedSlack(settings)
     qsim.run()
+
+
+class BaseCheckedSlack(SlackBackfill):
+    """The real scheme, given its base plan from the kept plan: each time, that plan must be
+    the one the search makes from scratch (every job's start, not only those starting now)."""
+
+    def select(self, ranked, machine, now, planned=None):
+        if planned is not None:
+            placeable = [j for j in ranked if machine.allocation_size(j.size) is not None]
+            fresh = _plan(machine.planner(now), placeable, (), now)
+            assert {j.jobid: planned[j.jobid] for j in placeable} == fresh, f"t={now}"
+        return super().select(ranked, machine, now, planned)
+
+
+@SETTINGS
+@given(data=st.data(), settings=st.builds(
+    lambda lookahead, goal, factor: SlackSettings(
+        lookahead=lookahead, goal=goal, slack_up=factor, slack_down=factor, slack_min=factor,
+        k2=0),  # a wide slack from a job's first pass on: combinations are often chosen
+    st.integers(1, 6), st.sampled_from(list(Goal)), st.sampled_from([1.2, 3.0, 10.0])))
+def test_a_slack_pass_from_the_kept_plan_passes_exactly_as_planning_afresh(data, settings):
+    # The kept plan (scheduler.py, `_slack_pass`) against the search planning its base plan and
+    # the conservative pass afresh at every pass, over early and exact ends, failures and
+    # repairs, queue place sets (which take the plain path), a running limit that refuses
+    # starts, FCFS and WFP3 orders.
+    kind = data.draw(st.sampled_from([FLAT4, FLAT8, FLAT13]))
+    jobs = data.draw(workloads(kind, exact=data.draw(st.booleans()), max_jobs=24, span=12))
+    assert_kept_passes_as_afresh(data, kind, jobs, lambda: BaseCheckedSlack(settings))
 
 
 NO_SLACK_NO_LOOKAHEAD = SlackSettings(lookahead=0, slack_up=1, slack_down=1, slack_min=1, k2=0)

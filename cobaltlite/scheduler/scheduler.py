@@ -18,7 +18,9 @@ The order of one pass, which docs/architecture.md restates for users:
      same reservations, without re-reserving the whole queue at every pass.
    * slack (seed 001, cobaltlite/scheduler/slack.py): first start the combination of the first
      L waiting jobs that a branch and bound picks within every waiting job's slack, then
-     backfill conservatively (with W > 1, as conservative).
+     backfill conservatively (with W > 1, as conservative). On a flat machine the search's
+     base plan is conservative's kept plan, and the chosen combination's plan is the
+     conservative pass, kept in turn (`_slack_pass`).
 
 A pass starts everything that can start at this instant, so Qsim runs one pass per event time.
 
@@ -105,8 +107,8 @@ class Scheduler:
         self._places: Mapping[str, PlaceSet] | None = None  # this pass's queue -> place set
         self._kept: KeptPlan | None = None  # the last conservative pass's plan
         self.keep_plan = True
-        """Resume the last conservative plan where it holds (False: plan every pass afresh,
-        the reference tests/test_kept_plan.py compares with)."""
+        """Resume the last conservative (or slack) plan where it holds (False: plan every pass
+        afresh, the reference tests/test_kept_plan.py and tests/test_slack.py compare with)."""
         self._partitioned: PartitionedPass | None = None  # made at the first layout's pass
 
     def _by_partition(self) -> PartitionedPass:
@@ -177,14 +179,14 @@ class Scheduler:
             self._conservative_pass([top, *waiting], machine, now, report, booked)
             return report
 
+        if (self.backfill is Backfill.SLACK and self.keep_plan and booked is None
+                and self._places is None and isinstance(machine, FlatMachine)):
+            self._slack_pass([top, *waiting], machine, now, report)
+            return report
         planner = booked if booked is not None else machine.planner(now)
         if self.backfill is Backfill.SLACK:
             chosen = self.slack.select([top, *waiting], machine, now)
-            for job in chosen:
-                location = planner.location_now(job.size, job.wall_time, self._allowed(job))
-                if location is not None and self._start(job, location, report):
-                    planner.commit(location, job.wall_time)
-            begun = {job.jobid for job in chosen}
+            begun = self._start_chosen(chosen, planner, report)
             waiting = [job for job in waiting if job.jobid not in begun]
         start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
         report.drain = (top.jobid, where, start)
@@ -232,6 +234,66 @@ class Scheduler:
         self._backfill_conservative(jobs[first:], machine, planner, report, kept)
         if kept is not None:
             kept.settle(now, began)
+
+    def _slack_pass(self, jobs: list[SchedulableJob], machine: FlatMachine, now: float,
+                    report: PassReport) -> None:
+        """Step 4 under slack from the top job (`jobs[0]`) on, on a flat machine without place
+        sets or reservation periods. The search's base plan is the conservative plan of `jobs`:
+        the last pass's plan resumed where it holds (scheduler/plan.py), the rest reserved. The
+        plan of the combination chosen (or the base plan) is then this pass's conservative
+        pass: its jobs that start now start, and it is kept for the next pass, as a
+        conservative pass keeps its own (the chosen jobs hold nodes from now as it planned)."""
+        kept = self._kept
+        if kept is None or kept.resume(machine, now, jobs) is None:
+            kept = KeptPlan(machine, machine.planner(now), now)
+        planner = kept.planner
+        for job in jobs[len(kept.keys):]:
+            start, where = NEVER, ""
+            if machine.allocation_size(job.size) is not None:
+                start, where = planner.reserve_earliest(job.size, job.wall_time)
+            kept.add(job, start, where)
+        chosen = self.slack.select(jobs, machine, now, {
+            jobid: start for (jobid, _, _), start in zip(kept.keys, kept.starts, strict=True)})
+        top = jobs[0]
+        begun: set[int] = set()
+        if chosen:
+            picked = self.slack.chosen
+            assert picked is not None and picked.planner is not None and picked.plan is not None
+            planner = machine.planner(now)
+            before = len(report.started)
+            begun = self._start_chosen(chosen, planner, report)
+            if len(report.started) - before < len(chosen):
+                # A start refused: the rest as the pass without a kept plan runs it.
+                self._kept = None
+                start, where = planner.reserve_earliest(top.size, top.wall_time)
+                report.drain = (top.jobid, where, start)
+                self._backfill_conservative(
+                    [job for job in jobs[1:] if job.jobid not in begun], machine, planner, report)
+                return
+            # A job's place name depends on its size alone on a flat machine: the base plan's.
+            wheres = kept.wheres
+            kept = KeptPlan(machine, picked.planner, now)
+            for job, where in zip(jobs, wheres, strict=True):
+                kept.add(job, picked.plan.get(job.jobid, NEVER), where)
+        began = [i for i, job in enumerate(jobs) if job.jobid in begun]
+        for i, (job, start) in enumerate(zip(jobs, kept.starts, strict=True)):
+            if start == now and job.jobid not in begun:  # the plan holds free nodes for it
+                location = machine.find_location(job.size, job.wall_time, now)
+                if location is not None and self._start(job, location, report):
+                    began.append(i)
+        report.drain = (top.jobid, kept.wheres[0], kept.starts[0])
+        kept.settle(now, sorted(began))
+        self._kept = kept
+
+    def _start_chosen(self, chosen: list[SchedulableJob], planner: Planner,
+                      report: PassReport) -> set[int]:
+        """Start the combination the slack search chose, each job where `planner` finds it a
+        place now; return the ids of those it chose (begun or refused)."""
+        for job in chosen:
+            location = planner.location_now(job.size, job.wall_time, self._allowed(job))
+            if location is not None and self._start(job, location, report):
+                planner.commit(location, job.wall_time)
+        return {job.jobid for job in chosen}
 
     def _backfill_slack_plan(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,

@@ -166,6 +166,8 @@ class Candidate:
     su: float  # Σ max(expected start − planned start, 0) / n
     u: float   # busy nodes right after starting it (and the conservative starts) / N
     starts: frozenset[int] = frozenset()  # the jobids its plan starts now, itself included
+    plan: Mapping[int, float] | None = None  # every waiting job's start in its plan
+    planner: Planner | None = None  # that plan's planner (None: the base plan's)
 
 
 def _ratio(a: float, b: float) -> float:
@@ -206,6 +208,9 @@ class SlackBackfill:
         """The jobids that the plan behind the last `select` starts now (None: it made no
         plan). That plan is the conservative pass the scheduler runs next, so the scheduler
         stops its pass after the last of them instead of planning the queue a second time."""
+        self.chosen: Candidate | None = None
+        """The combination the last `select` chose, with its plan and planner (None: none, the
+        base plan stands)."""
 
     def deadline(self, jobid: int, now: float) -> float:
         """The latest start job `jobid` may be planned at now without overrunning its slack."""
@@ -215,19 +220,22 @@ class SlackBackfill:
             return first_seen  # no expected wait: no slack (D001-1)
         return first_seen + usable_factor(self.settings, t_wait, now - first_seen) * t_wait
 
-    def select(self, ranked: Sequence[SchedulableJob], machine: Machine,
-               now: float) -> list[SchedulableJob]:
+    def select(self, ranked: Sequence[SchedulableJob], machine: Machine, now: float,
+               planned: Mapping[int, float] | None = None) -> list[SchedulableJob]:
         """The combination to start now ahead of conservative backfilling (empty: none
-        survived, or nothing to search). `ranked`: the waiting jobs in rank order, top first."""
+        survived, or nothing to search). `ranked`: the waiting jobs in rank order, top first.
+        `planned`: their conservative plan (each job's start) when the caller holds it (the
+        scheduler's kept plan), else the search makes it."""
         ranked = [j for j in ranked if machine.allocation_size(j.size) is not None]
         idle = machine.idle_nodes()
         fitting = [j for j in ranked[: self.settings.lookahead] if j.size <= idle]
-        self.plan_starts = None
+        self.plan_starts = self.chosen = None
         if not fitting and all(j.jobid in self.expected for j in ranked):
             return []  # nothing to search and no new job to record: no plan needed
         base = machine.planner(now)
-        planned = _plan(base.copy(), ranked, (), now)
-        assert planned is not None
+        if planned is None:
+            planned = _plan(base.copy(), ranked, (), now)
+            assert planned is not None
         self.expected = {j.jobid: self.expected.get(j.jobid) or (now, planned[j.jobid])
                          for j in ranked}
         # Jobs the conservative plan starts now start anyway after any combination, unless it
@@ -248,7 +256,10 @@ class SlackBackfill:
             return []
         chosen = choose(candidates, self.settings.goal, self.settings)
         self.plan_starts = chosen.starts
-        return [] if chosen.jobs is free else list(chosen.jobs)
+        if chosen.jobs is free:
+            return []
+        self.chosen = chosen
+        return list(chosen.jobs)
 
     def _search(self, lookahead: list[SchedulableJob], ranked: Sequence[SchedulableJob],
                 base: Planner, limits: dict[int, float], idle: int, total: int, now: float,
@@ -263,11 +274,12 @@ class SlackBackfill:
             chosen, used, nxt, plan = stack.pop()
             if chosen:  # the root starts nothing: it is the fallback, not a candidate
                 budget -= 1
-                child = _plan(base.copy(), ranked, chosen, now, limits, (plan, chosen[:-1]))
+                planner = base.copy()
+                child = _plan(planner, ranked, chosen, now, limits, (plan, chosen[:-1]))
                 if child is None:
                     continue  # step 5 (or no place now): the subtree is pruned
                 plan = child
-                candidates.append(self._score(chosen, plan, ranked, idle, total, now))
+                candidates.append(self._score(chosen, plan, ranked, idle, total, now, planner))
             # Children in reverse so the depth-first walk meets them in rank order.
             for k in range(len(lookahead) - 1, nxt - 1, -1):
                 job = lookahead[k]
@@ -276,8 +288,10 @@ class SlackBackfill:
         return candidates
 
     def _score(self, chosen: tuple[SchedulableJob, ...], planned: Mapping[int, float],
-               ranked: Sequence[SchedulableJob], idle: int, total: int, now: float) -> Candidate:
-        """Step 9's OU, SU and U of a combination from its plan."""
+               ranked: Sequence[SchedulableJob], idle: int, total: int, now: float,
+               planner: Planner | None = None) -> Candidate:
+        """Step 9's OU, SU and U of a combination from its plan (made on `planner`; None: the
+        base plan)."""
         late = early = 0.0
         busy = 0
         starts = []
@@ -294,7 +308,7 @@ class SlackBackfill:
                 early += expected - start
         n = len(ranked)
         return Candidate(chosen, late / n, early / n, (total - idle + busy) / total,
-                         frozenset(starts))
+                         frozenset(starts), planned, planner)
 
 
 def _starts_now(ranked: Sequence[SchedulableJob], planned: Mapping[int, float],
