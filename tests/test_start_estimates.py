@@ -367,18 +367,20 @@ def test_showstart_refuses_what_it_cannot_estimate(instance: Instance) -> None:
 def test_live_conservative_on_blue_gene_backfills_and_estimates_the_starts() -> None:
     """The daemons on bgp-2rack under conservative backfilling (the planner's reservations on
     blocks, the followed plan in the queue manager's estimates): with a 1024-node block busy
-    for 6 s, the 2048-node job waits for it while the 512-node jobs that end before it
+    for 12 s, the 2048-node job waits for it while the 512-node jobs that end before it
     backfill at once, and it starts when its estimate said, within the daemons' polling."""
     bgp = Instance(machine="bgp-2rack", settings={"backfill": "conservative"}).start_retrying()
     try:
         sleeper = script(bgp.jobs_dir, "outlive.sh", "sleep 60")
-        first = bgp.qsub("-n", "1024", "-t", "00:00:06", str(sleeper))
+        first = bgp.qsub("-n", "1024", "-t", "00:00:12", str(sleeper))
         bgp.wait_for(first, {"running"})
         whole = bgp.qsub("-n", "2048", "-t", "00:00:05", str(sleeper))
         small = [bgp.qsub("-n", "512", "-t", "00:00:04", str(sleeper)) for _ in range(2)]
+        # Read while it waits: a running job shows no estimate.
+        estimate = until(lambda: _estimate(bgp, whole), 10, "the 2048-node job's estimate")
         for jobid in small:
             bgp.wait_for(jobid, {"running", "exiting", "done"}, timeout=20)
-        estimate = until(lambda: _estimate(bgp, whole), 20, "the 2048-node job's estimate")
+        assert bgp.wait_for(whole, {"queued"})["state"] == "queued"
         started = bgp.wait_for(whole, {"running", "exiting", "done"}, timeout=60)
         assert abs(started["starttime"] - estimate) <= 3.0, (started, estimate)
         assert started["location"] == "ANL-R00-R01-2048"
