@@ -166,3 +166,23 @@ def test_qsim_eet_option_scores_a_replay_into_the_table_and_summary(tmp_path: Pa
     assert summary["metrics"]["eet"]["jobs"] == 4  # a replay needs no recorded wait
     assert summary["metrics"]["eet"]["share_model"] == "equal"
     assert (tmp_path / "out" / "fairshare" / "eet-heatmap.png").exists()
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("1 2\n2 1\n", "the shares sum to 3 CPUs but the machine has 4"),
+    ("1 4\n", "no share for user(s) 2"),
+])
+def test_qsim_eet_shares_are_refused_before_the_replay_writes_anything(
+        tmp_path: Path, text: str, says: str) -> None:
+    trace = tmp_path / "log.swf"
+    trace.write_text(SWF)
+    shares = tmp_path / "shares.txt"
+    shares.write_text(text)
+    out = tmp_path / "out"
+    ran = qsim("--trace", str(trace), "--machine", "flat:4", "--eet-shares", str(shares),
+               "--out", str(out), "-q")
+    assert ran.returncode == 1
+    assert f"qsim: error: {shares}: {says}" in ran.stderr
+    # qsim makes the --out directory before reading anything; no accounting.log or summary of
+    # a replay whose scores cannot be given may land in it.
+    assert not out.exists() or not list(out.iterdir())
