@@ -19,7 +19,7 @@ from cobaltlite.qsim.metrics import (
     metrics_markdown,
     print_metrics,
 )
-from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
+from cobaltlite.qsim.outcome import CapacitySample, CapacitySamples, JobOutcome
 
 
 def job(
@@ -100,6 +100,20 @@ def test_loss_of_capacity_undefined_without_a_span() -> None:
     assert loss_of_capacity([], 10) is None
     assert loss_of_capacity([CapacitySample(5, 3, True)], 10) is None
     assert loss_of_capacity([CapacitySample(5, 3, True), CapacitySample(5, 3, True)], 10) is None
+
+
+@given(st.lists(st.tuples(st.one_of(st.integers(0, 2**40), st.floats(0, 1e9)),
+                          st.integers(0, 40960), st.booleans()), max_size=30))
+def test_capacity_columns_read_back_as_samples(raw: list[tuple[float, int, bool]]) -> None:
+    """Qsim keeps its samples as columns: they read back as the samples, times as floats, and
+    loss of capacity is the same from either."""
+    raw.sort(key=lambda r: r[0])
+    samples = [CapacitySample(*r) for r in raw]
+    columns = CapacitySamples(samples)
+    assert len(columns) == len(samples)
+    assert list(columns) == [CapacitySample(float(t), n, f) for t, n, f in raw]
+    assert columns == CapacitySamples(list(columns))
+    assert loss_of_capacity(columns, 40960) == loss_of_capacity(samples, 40960)
 
 
 def test_loss_of_capacity_rejects_samples_out_of_order() -> None:

@@ -57,12 +57,15 @@ class _JobParts:
 
     __slots__ = ("ask", "host", "nodes", "qtime", "queue", "user")
 
-    def __init__(self, job: SimJob, quoted: dict[str, str]) -> None:
-        """`quoted`: names already quoted (a trace has a few hundred users, groups, queues)."""
+    def __init__(self, job: SimJob, quoted: dict[str, str], walls: dict[float, str]) -> None:
+        """`quoted`: names already quoted (a trace has a few hundred users, groups, queues);
+        `walls`: wall times already formatted (a few hundred distinct ones too)."""
         self.nodes = str(job.size)
+        wall = walls.get(job.wall_time)
+        if wall is None:
+            wall = walls[job.wall_time] = format_hms(job.wall_time)
         # Resource_List.nodect, Resource_List.walltime and account sort next to each other.
-        self.ask = (f"Resource_List.nodect={self.nodes} "
-                    f"Resource_List.walltime={format_hms(job.wall_time)} "
+        self.ask = (f"Resource_List.nodect={self.nodes} Resource_List.walltime={wall} "
                     f"account={_quoted(quoted, job.project)}")
         self.qtime = str(int(job.submit_time))
         self.queue = _quoted(quoted, job.queue)
@@ -76,6 +79,7 @@ class AccountingObserver(ReplayObserver):
         self._lines: list[str] = []
         self._parts: dict[int, _JobParts] = {}  # jobs submitted and not yet ended
         self._quoted: dict[str, str] = {}
+        self._walls: dict[float, str] = {}
         self._stamp_of = (float("nan"), "")  # the last record time and its stamp
 
     def _stamp(self, now: float) -> str:
@@ -89,7 +93,7 @@ class AccountingObserver(ReplayObserver):
         self._lines.append(format_record(now, kind, ident, fields) + "\n")
 
     def submitted(self, job: SimJob, now: float) -> None:
-        p = self._parts[job.jobid] = _JobParts(job, self._quoted)
+        p = self._parts[job.jobid] = _JobParts(job, self._quoted, self._walls)
         deps = job.dependencies
         depends = f"dependencies={':'.join(map(str, deps))} " if deps else ""
         self._lines.append(f"{self._stamp(now)};Q;{job.jobid};{p.ask} ctime={p.qtime} "

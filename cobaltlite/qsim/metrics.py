@@ -48,11 +48,11 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
-from itertools import pairwise
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
-from cobaltlite.metrics_monitor.series import ROLLING_UTILIZATION, StepSeries
-from cobaltlite.qsim.outcome import CapacitySample, JobOutcome
+from cobaltlite.metrics_monitor.series import ROLLING_UTILIZATION
+from cobaltlite.qsim.outcome import CapacitySample, CapacitySamples, JobOutcome
 
 if TYPE_CHECKING:  # rich is imported where tables are drawn: it is a third of qsim's start-up
     from rich.console import Console, Group
@@ -82,7 +82,7 @@ _RATIO_DIGITS = 6
 
 def compute_metrics(
     outcomes: Sequence[JobOutcome],
-    samples: Sequence[CapacitySample],
+    samples: CapacitySamples | Sequence[CapacitySample],
     machine_nodes: int,
     *,
     slowdown_bound: float = 10.0,
@@ -114,14 +114,18 @@ def compute_metrics(
     scale_limits = _limits(scale_categories, "scale_categories")
 
     n = len(outcomes)
+    # The series first: what it builds is gone before the per-job columns below are made, so
+    # the two never add up (on a large trace this function held the replay's peak memory).
+    series = time_series(outcomes, machine_nodes)
     # Comprehensions over the columns rather than one indexed loop: this runs on whole traces
     # (250,000 jobs in about 0.4 s) and the indexed loop took a third longer.
-    waits = [job.wait for job in outcomes]
-    responses = [job.response for job in outcomes]
-    runs = [job.run_time for job in outcomes]
+    # JobOutcome's wait, response and run_time, written out: three property calls per job.
+    waits = [job.start_time - job.submit_time for job in outcomes]
+    responses = [job.end_time - job.submit_time for job in outcomes]
+    runs = [job.end_time - job.start_time for job in outcomes]
     bound = slowdown_bound
-    ratios = [r / (t if t > bound else bound) for r, t in zip(responses, runs, strict=True)]
-    slowdowns = [x if x > 1.0 else 1.0 for x in ratios]
+    slowdowns = [ratio if (ratio := r / (t if t > bound else bound)) > 1.0 else 1.0
+                 for r, t in zip(responses, runs, strict=True)]
     killed = sum(job.killed for job in outcomes)
 
     def breakdown(
@@ -154,7 +158,6 @@ def compute_metrics(
         utilization = _ratio(held / capacity)
         useful_utilization = _ratio(asked / capacity)
 
-    series = time_series(outcomes, machine_nodes)
     unfair = None
     if fair_start is not None:
         unfair = sum(1 for job in outcomes if job.start_time > fair_start[job.jobid] + 1e-6)
@@ -201,18 +204,24 @@ def compute_metrics(
     return metrics
 
 
-def loss_of_capacity(samples: Sequence[CapacitySample], machine_nodes: int) -> float | None:
+def loss_of_capacity(
+    samples: CapacitySamples | Sequence[CapacitySample], machine_nodes: int
+) -> float | None:
     """Seed 000 eq. 4 over samples in time order; None when they span no time."""
-    if len(samples) < 2:
+    columns = samples if isinstance(samples, CapacitySamples) else CapacitySamples(samples)
+    times = columns.times
+    if len(times) < 2:
         return None
-    span = samples[-1].time - samples[0].time
+    span = times[-1] - times[0]
     lost = []
-    for here, after in pairwise(samples):
-        step = after.time - here.time
+    # The last sample opens no interval: zip stops at the shorter times[1:].
+    for here, after, idle, fits in zip(times, times[1:], columns.idle, columns.fits,
+                                       strict=False):
+        step = after - here
         if step < 0:
-            raise ValueError(f"capacity samples out of time order at t={after.time}")
-        if here.waiting_job_fits:
-            lost.append(here.idle_nodes * step)
+            raise ValueError(f"capacity samples out of time order at t={after:.15g}")
+        if fits:
+            lost.append(idle * step)
     if span <= 0:
         return None
     return _ratio(math.fsum(lost) / (machine_nodes * span))
@@ -233,38 +242,95 @@ def time_series(
         return {"step": step, "hours": [], "queue_depth": [], "utilization": [],
                 **{name: [] for name in ROLLING_UTILIZATION},
                 "queue_depth_mean": None, "queue_depth_peak": None}
-    busy: dict[float, int] = {}
-    for job in outcomes:
-        busy[job.start_time] = busy.get(job.start_time, 0) + job.allocated_nodes
-        busy[job.end_time] = busy.get(job.end_time, 0) - job.allocated_nodes
-    utilization = StepSeries()
-    held = 0
-    for when in sorted(busy):
-        held += busy[when]
-        utilization.record(when, held / machine_nodes)
-    # Queue depth at t = n(t)·t - Σ submit over the jobs queued at t (submit <= t < start).
-    changes = sorted([(job.submit_time, 1, job.submit_time) for job in outcomes]
-                     + [(job.start_time, -1, -job.submit_time) for job in outcomes])
-    first = min(job.submit_time for job in outcomes)
-    last = max(job.end_time for job in outcomes)
+    # Three orderings of the jobs (no per-job tuples: on a large trace they were the peak of
+    # the whole replay): by submission, by start and by end.
+    by_submit = sorted(outcomes, key=_SUBMIT)
+    by_start = sorted(outcomes, key=_SUBMIT, reverse=True)
+    by_start.sort(key=_START)  # equal starts: the later submission first
+    by_end = sorted(outcomes, key=_END)
+    n = len(outcomes)
+    first = by_submit[0].submit_time
+    last = by_end[-1].end_time
     series: dict[str, list[float]] = {"hours": [], "queue_depth": [], "utilization": [],
                                       **{name: [] for name in ROLLING_UTILIZATION}}
-    count, submits, i = 0, 0.0, 0
+    rolling = [(series[name], span) for name, span in ROLLING_UTILIZATION.items()]
+    # The instant utilization as a step function, built in time order up to each sample: at
+    # every time a job starts or ends, the time, the value from then on and the integral from
+    # the first such time. The averages use StepSeries' arithmetic (metrics_monitor/series.py)
+    # step for step, so the figures are the same to the bit, but each span keeps a pointer to
+    # where its window opens instead of bisecting: the sample times only grow.
+    times: list[float] = []
+    values: list[float] = []
+    areas: list[float] = []
+    opens = [0] * len(rolling)
+    held = i_up = i_down = 0
+    # Queue depth at t = n(t)·t - Σ submit over the jobs queued at t (submit <= t < start): the
+    # submissions and starts up to t, in time order, a start before a submission at one time
+    # and equal starts by later submission first (the sums are in that order).
+    count, submits, i_submit, i_start = 0, 0.0, 0, 0
+    inf = math.inf
     t = first
     while t <= last:
-        while i < len(changes) and changes[i][0] <= t:
-            count += changes[i][1]
-            submits += changes[i][2]
-            i += 1
+        while True:
+            started = by_start[i_start].start_time if i_start < n else inf
+            submitted = by_submit[i_submit].submit_time if i_submit < n else inf
+            if started <= submitted and started <= t:
+                count -= 1
+                submits -= by_start[i_start].submit_time
+                i_start += 1
+            elif submitted <= t:
+                count += 1
+                submits += by_submit[i_submit].submit_time
+                i_submit += 1
+            else:
+                break
+        while True:
+            when = min(by_start[i_up].start_time if i_up < n else inf,
+                       by_end[i_down].end_time if i_down < n else inf)
+            if when > t:
+                break
+            while i_up < n and by_start[i_up].start_time == when:
+                held += by_start[i_up].allocated_nodes
+                i_up += 1
+            while i_down < n and by_end[i_down].end_time == when:
+                held -= by_end[i_down].allocated_nodes
+                i_down += 1
+            areas.append(areas[-1] + values[-1] * (when - times[-1]) if times else 0.0)
+            times.append(when)
+            values.append(held / machine_nodes)
+        # round(x, _RATIO_DIGITS) is _ratio(x), without a call per value.
         series["hours"].append(round((t - first) / 3600.0, 6))
-        series["queue_depth"].append(_ratio(max(0.0, count * t - submits) / 60.0) or 0.0)
-        series["utilization"].append(_ratio(utilization.value_at(t)) or 0.0)
-        for name, span in ROLLING_UTILIZATION.items():
-            series[name].append(_ratio(utilization.average(t, span)) or 0.0)
+        series["queue_depth"].append(
+            round(max(0.0, count * t - submits) / 60.0, _RATIO_DIGITS) or 0.0)
+        if not times:  # nothing started yet
+            series["utilization"].append(0.0)
+            for column, _ in rolling:
+                column.append(0.0)
+            t += step
+            continue
+        now_value = values[-1]
+        area_now = areas[-1] + now_value * (t - times[-1])
+        series["utilization"].append(round(now_value, _RATIO_DIGITS) or 0.0)
+        for k, (column, span) in enumerate(rolling):
+            opened = max(t - span, times[0])
+            if t <= opened:
+                average = now_value
+            else:
+                i = opens[k]
+                while i + 1 < len(times) and times[i + 1] <= opened:
+                    i += 1
+                opens[k] = i
+                average = (area_now - (areas[i] + values[i] * (opened - times[i]))) / (t - opened)
+            column.append(round(average, _RATIO_DIGITS) or 0.0)
         t += step
     depths = series["queue_depth"]
     return {"step": step, **series,
             "queue_depth_mean": _ratio(_mean(depths)), "queue_depth_peak": max(depths)}
+
+
+_SUBMIT = attrgetter("submit_time")
+_START = attrgetter("start_time")
+_END = attrgetter("end_time")
 
 
 def _limits(categories: Categories, what: str) -> list[float]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gzip
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from cobaltlite.qsim.engine import DEFAULT_REPAIR_TIME, Qsim, ReplayResult
 from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
 from cobaltlite.qsim.queue_metrics import queue_metrics
+from cobaltlite.qsim.summary_json import summary_text
 from cobaltlite.reservations.model import ReservationError
 from cobaltlite.reservations.requests import named_places
 from cobaltlite.scheduler.scheduler import Backfill
@@ -306,8 +306,8 @@ def replay(
                 layout_source=f"--queue-layout {settings.queue_layout}")
     qsim.queue_places = queue_places
     jobs_read = len(trace.jobs)
-    # Qsim made its own records of the jobs: the trace's go now, not after the replay (on a
-    # 300,000-job trace they are a third of the peak memory).
+    # Qsim holds its own list of the jobs and lets each go once submitted: the trace's list goes
+    # now, not after the replay (on a 300,000-job trace they are a third of the peak memory).
     trace.jobs = []
     observer = None
     if settings.out is not None:
@@ -359,7 +359,7 @@ def replay(
     report = ReplayReport(settings, result, metrics, list(trace.skipped),
                           len(machine.failure_units()) if settings.has_failures else 0, tuner)
     if settings.out is not None:
-        summary = json.dumps(report.summary(), indent=2, sort_keys=True) + "\n"
+        summary = summary_text(report.summary()) + "\n"
         _write_atomically(settings.out / "summary.json", summary)
     return report
 
