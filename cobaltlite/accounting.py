@@ -223,7 +223,9 @@ def read_accounting_log(
     - requested_time (`estimate="requested"`): `Resource_List.walltime=` (HH:MM:SS or seconds),
       else the run time; `estimate="runtime"`: always the run time. Unlike Cobalt's Qsim, run
       times past the wall time are kept as they are (the replay kills the job at the limit);
-    - user `user=`, project `account=` (or `project=`), queue `queue=`, dependencies
+    - user `user=`, project `account=` (or `project=`), queue `requested_queue=` (the queue
+      a job was submitted to when the daemons' queue layout routed it elsewhere: a replay
+      under a layout routes it again from there) else `queue=`, dependencies
       `dependencies=` (job ids separated by `:`, as the Q record carries them);
     - times (`qtime`, `ctime`, `start`, `end`) are epoch seconds or `YYYY-MM-DD HH:MM:SS`.
 
@@ -527,7 +529,7 @@ def _build(jobid: int, job: _Job, estimate: str) -> TraceJob | str:
         nodes=int(nodes),
         user=texts.get("user", "unknown"),
         project=texts.get("account", texts.get("project", "unknown")),
-        queue=texts.get("queue", "default"),
+        queue=texts.get("requested_queue", texts.get("queue", "default")),
         dependencies=tuple(int(d) for d in deps),
         extra={key: texts[key] for key in ("exec_host", "Exit_status") if key in texts},
     )

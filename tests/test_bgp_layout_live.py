@@ -16,10 +16,10 @@ from test_start_estimates import _estimate
 
 LAYOUT = TWO_RACKS.replace("common_pool: 512\ntau_pf: 0.5\n", "common_pool: 0\n")
 SHOWN = (
-    "Queue  Nodes  Partition      JobNodes  JobTime       Priority  \n"
-    "===============================================================\n"
-    "a      1024   R00-M0 R00-M1  1-1024    00:00:00-any  1         \n"
-    "b      512    R01-M0         1-512     00:00:00-any  1         \n"
+    "Queue  Nodes  Partition      JobNodes  JobTime       Priority  Starvation  \n"
+    "===========================================================================\n"
+    "a      1024   R00-M0 R00-M1  1-1024    00:00:00-any  1         24:00:00    \n"
+    "b      512    R01-M0         1-512     00:00:00-any  1         24:00:00    \n"
     "common pool: none; tau_pf: -\n"
     "other queues: nodes R01-M1\n"
     "queue a blocks: ANL-R00-1024 ANL-R00-M0-512 ANL-R00-M1-512\n"

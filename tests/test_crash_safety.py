@@ -408,6 +408,9 @@ class _FakeSystem:
     def job_status(self, jobid: int) -> str:
         return self.status
 
+    def queue_layout(self) -> str | None:
+        return None
+
 
 def test_reconcile_of_a_launched_starting_job_writes_its_start_record(tmp_path: Path) -> None:
     """cobaltlite/queue_manager/manager.py reconcile(): a queue manager killed between

@@ -22,6 +22,7 @@ from cobaltlite.machine.runtime import build_machine
 from cobaltlite.partitioning.layout import parse_layout
 from cobaltlite.partitioning.whatif import replay_layouts, since_moment
 from cobaltlite.policy.utility import builtin_policy
+from cobaltlite.queue_manager.routing import LayoutRouter, Placement, RoutingError
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.system.layout_store import FILE_NAME, LayoutKeeper, laid_out
 
@@ -105,16 +106,13 @@ def test_a_layout_gives_its_queues_the_bounding_box_of_their_classes_as_limits()
                                  "maxtime": None}
 
 
-def test_the_listing_shows_partitions_pool_and_the_other_queues() -> None:
-    layout, partitions = laid_out(LAYOUT, "f.yaml", machine())
-    assert layout_lines(layout, partitions, 8) == [
-        "Queue  Nodes  Partition  JobNodes  JobTime            Priority  ",
-        "================================================================",
-        "small  2      0-1        1-2       00:00:00-01:00:00  1         ",
-        "big    4      2-5        3-6       00:00:00-any       2         ",
-        "common pool: 2 nodes (6-7); tau_pf: 3",
-        "other queues: no node (their jobs wait)",
-    ]
+def test_the_listing_shows_partitions_starvation_times_pool_and_the_other_queues() -> None:
+    # Golden: small follows the layout's starvation time (12 h), big sets its own (30 min).
+    text = LAYOUT.replace("tau_pf: 3\n", "tau_pf: 3\nstarvation_time: 43200\n").replace(
+        "    priority: 2\n", "    priority: 2\n    starvation_time: 1800\n")
+    layout, partitions = laid_out(text, "f.yaml", machine())
+    golden = Path(__file__).parent / "golden" / "layout-show.txt"
+    assert "\n".join(layout_lines(layout, partitions, 8)) + "\n" == golden.read_text()
 
 
 def test_since_takes_a_span_back_from_now_or_a_date() -> None:
@@ -212,3 +210,47 @@ def test_a_restart_always_finds_the_layout_that_is_active(changes: list[str]) ->
             else:
                 assert keeper.text == (text if text.strip() else None)
             assert LayoutKeeper(machine(), Path(directory)).text == keeper.text
+
+
+def test_the_router_routes_from_default_and_the_named_sources_never_from_its_own_queues() -> None:
+    # D002-28, with the rule Qsim routes by (QueueLayout.queue_for).
+    text = LAYOUT.replace("{nodes: [5, 6]}", "{nodes: [5, 6], queues: [batch, small]}")
+    layouts = iter([text, text, None])
+    router = LayoutRouter(lambda: next(layouts))
+    assert router.layout() is router.layout()  # the same text is parsed once
+    layout = parse_layout(text, "f.yaml")[0]
+    assert layout.routing_sources == {"default", "batch"}  # small is the layout's own
+    assert LayoutRouter(lambda: text).place("default", 2, 600) == Placement("small", "default")
+    assert LayoutRouter(lambda: text).place("batch", 6, 10) == Placement("big", "batch")
+    assert LayoutRouter(lambda: text).place("small", 6, 10) == Placement("small", "")
+    assert LayoutRouter(lambda: text).place("other", 6, 10) == Placement("other", "")
+    with pytest.raises(RoutingError, match=re.escape(
+            "no queue of the queue layout takes a job of 6 nodes and 00:00:10 from queue "
+            "'default'; the layout's queues take small: 1-2 nodes, 00:00:00-01:00:00; big: "
+            "3-4 nodes, 00:10:00-24:00:00 or 5-6 nodes, any time from batch/small")):
+        LayoutRouter(lambda: text).place("default", 6, 10)
+    assert router.place("default", 6, 10) == Placement("default", "")  # no layout any more
+    # A layout whose classes all name their source queues does not route default's jobs.
+    sourced = LAYOUT.replace("time: [0, 3600]}", "time: [0, 3600], queues: [a]}").replace(
+        "time: [600, 86400]}", "time: [600, 86400], queues: [a]}").replace(
+        "{nodes: [5, 6]}", "{nodes: [5, 6], queues: [a]}")
+    assert parse_layout(sourced, "f.yaml")[0].routing_sources == {"a"}
+
+
+def test_the_router_routes_by_the_last_answer_while_the_system_cannot_be_reached() -> None:
+    down = ConnectionRefusedError("system down")
+    # Each routing asks twice before it gives up (a broken connection fails one call).
+    answers: list[str | Exception] = [down, down, down, LAYOUT, down, down]
+
+    def active_layout() -> str | None:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    router = LayoutRouter(active_layout)
+    with pytest.raises(ConnectionRefusedError):  # no answer yet: nothing to route by
+        router.place("default", 1, 60)
+    assert router.place("default", 1, 60) == Placement("small", "default")  # the second try
+    assert router.place("default", 4, 3600) == Placement("big", "default")  # the last answer
+    assert answers == []

@@ -5,7 +5,7 @@ changed; `--dry-run` replays the instance's own accounting log under both layout
 nothing.
 
 flat:8 with two queues: small owns nodes 0-1 (jobs of 1-2 nodes, up to an hour), big owns nodes
-2-5 (jobs of 3-4 nodes); nodes 6-7 are outside the layout, where other queues (default) run.
+2-5 (jobs of 3-4 nodes); nodes 6-7 are outside the layout, where other queues run.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ queues:
     jobs: [{nodes: [3, 4]}]
 """
 SHOWN = (
-    "Queue  Nodes  Partition  JobNodes  JobTime            Priority  \n"
-    "================================================================\n"
-    "small  2      0-1        1-2       00:00:00-01:00:00  1         \n"
-    "big    4      2-5        3-4       00:00:00-any       1         \n"
+    "Queue  Nodes  Partition  JobNodes  JobTime            Priority  Starvation  \n"
+    "============================================================================\n"
+    "small  2      0-1        1-2       00:00:00-01:00:00  1         24:00:00    \n"
+    "big    4      2-5        3-4       00:00:00-any       1         24:00:00    \n"
     "common pool: none; tau_pf: -\n"
     "other queues: nodes 6-7\n"
 )
@@ -106,16 +106,18 @@ def test_an_admins_layout_places_queues_on_their_partitions_and_survives_a_resta
             "Walltime greater than the 'small' queue max walltime of 01:00:00")
 
     # Each queue on its own nodes, though the lowest free nodes are elsewhere (a flat machine
-    # gives the lowest-numbered free nodes): big on 2-5, default outside the layout on 6-7,
-    # small on 0-1, where its third job waits though nodes are idle.
+    # gives the lowest-numbered free nodes): big on 2-5, a queue outside the layout on 6-7,
+    # small on 0-1, where its third job waits though nodes are idle. (A job sent to default
+    # would be routed to small or big: tests/test_layout_routing.py.)
+    ok(flat.command("cqadm", "--addq", "other"))
     big = sleeper(flat, "big", 4)
     assert flat.wait_for(big, {"running"})["location"] == "2-5"
-    default = flat.qsub("-n", "2", "-t", "10", "/bin/sleep", "300")
-    assert flat.wait_for(default, {"running"})["location"] == "6-7"
+    other = sleeper(flat, "other", 2)
+    assert flat.wait_for(other, {"running"})["location"] == "6-7"
     small = [sleeper(flat, "small", 1) for _ in range(3)]
     assert sorted(flat.wait_for(jobid, {"running"})["location"] for jobid in small[:2]) == \
         ["0", "1"]
-    flat.command("qdel", str(default))
+    flat.command("qdel", str(other))
     time.sleep(3)  # three scheduling passes (scheduler_interval 1)
     assert flat.job(small[2])["state"] == "queued"
 
@@ -152,14 +154,15 @@ def test_bad_layouts_are_refused_naming_file_and_key_and_change_nothing(
             f"--layout {missing}: cannot read it: No such file or directory")
     assert ok(flat.command("partadm", "--layout-show")) == SHOWN
 
-    # A layout of the whole machine would leave default's waiting job no node: refused, unless
-    # forced.
+    # A layout of the whole machine would leave the waiting job of a queue outside it no node:
+    # refused, unless forced.
     ok(flat.command("schedctl", "--stop"))
-    flat.qsub("-n", "1", "-t", "10", "/bin/true")
+    ok(flat.command("cqadm", "--addq", "other"))
+    flat.qsub("-q", "other", "-n", "1", "-t", "10", "/bin/true")
     whole = layout_file(flat, LAYOUT.replace("nodes: 4\n", "nodes: 6\n"), "whole.yaml")
     refused(flat.command("partadm", "--layout", str(whole)),
             "partadm: nothing changed: the layout leaves no node outside its partitions and "
-            "pool, so queue default (1 waiting) would have nowhere to run; add it to the "
+            "pool, so queue other (1 waiting) would have nowhere to run; add it to the "
             "layout, or force (-f)\n")
     assert ok(flat.command("partadm", "--layout-show")) == SHOWN
     assert ok(flat.command("partadm", "-f", "--layout", str(whole))).endswith(

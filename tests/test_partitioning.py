@@ -3,6 +3,7 @@ split and merge rules of DQR, the NLP partitioner's constraints, and layout vali
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -119,8 +120,25 @@ def test_merge_needs_adjacent_ranges_and_refuses_siblings() -> None:
     short = queue("q.1", 10, JobClass(ANY, 1, 8, 0, 3599), parent="q")
     long = queue("q.2", 10, JobClass(ANY, 1, 8, 3600, 7200), parent="q")
     assert not may_merge(short, long)
-    both = merged(small, medium)
+    both = merged(small, medium, QueueLayout((small, medium)))
     assert (both.nodes, both.size_range) == (20, (1, 32))
+
+
+def test_split_halves_keep_the_parents_priority_and_starvation_a_merge_the_stricter() -> None:
+    # D002-11: a half is its parent's queue for its jobs; a merged queue promises each job of
+    # either queue what its own did: the shorter starvation time (the layout's where a queue
+    # sets none), the higher priority.
+    q = replace(queue("q", 30, JobClass(ANY, 1, 8)), priority=2.0, starvation_time=600.0)
+    pair = halves(q, HISTORY, split_by_job_count(q, HISTORY) or ([], []))
+    assert pair is not None
+    assert [(p.priority, p.starvation_time) for p in pair] == [(2.0, 600.0), (2.0, 600.0)]
+    plain = queue("plain", 10, JobClass(ANY, 9, 32))
+    layout = QueueLayout((q, plain), starvation_time=3600.0)
+    both = merged(q, plain, layout)
+    assert (both.priority, both.starvation_time) == (2.0, 600.0)
+    assert merged(replace(q, starvation_time=7200.0), plain, layout).starvation_time == 3600.0
+    # Neither sets one: the merged queue keeps following the layout's.
+    assert merged(replace(q, starvation_time=None), plain, layout).starvation_time is None
 
 
 def test_layout_validation_names_what_is_wrong(tmp_path: Path) -> None:

@@ -255,11 +255,12 @@ def test_a_database_made_before_the_queue_commands_gains_their_columns(
     database_url: str,
 ) -> None:
     """An instance upgraded from the release before issue 10 keeps its jobs: the store adds
-    the new job columns (dep_frac, score_adjust, notify, ...) with their defaults at start."""
+    the new job columns (dep_frac, score_adjust, notify, ..., routed_from of issue 17) with
+    their defaults at start."""
     from sqlalchemy import Column, MetaData, Table, create_engine, insert
 
     added = {"dep_frac", "score_adjust", "notify", "inputfile", "debuglog", "geometry",
-             "run_project", "preemptable", "disable_preboot"}
+             "run_project", "preemptable", "disable_preboot", "routed_from"}
     old = MetaData()
     Table("jobs", old, *(Column(c.name, c.type, primary_key=c.primary_key,
                                 nullable=c.nullable, autoincrement=False)
@@ -274,7 +275,7 @@ def test_a_database_made_before_the_queue_commands_gains_their_columns(
         store.init()
         job = store.job(1)
         assert job is not None and job["jobname"] == "before"
-        assert (job["score_adjust"], job["dep_frac"], job["notify"], job["preemptable"]) == (
-            0.0, None, "", False)
+        assert (job["score_adjust"], job["dep_frac"], job["notify"], job["preemptable"],
+                job["routed_from"]) == (0.0, None, "", False, "")
     finally:
         store.close()

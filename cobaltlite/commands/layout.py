@@ -6,7 +6,8 @@
   mintime, maxtime: qsub then refuses a job outside them, naming the limit), and only then
   make it the system's active layout, which the system keeps across restarts.
 * `--layout-show`: the active layout: each queue's partition (node range), the sizes and times
-  it takes, its priority; the common pool and tau_pf; where the other queues run.
+  it takes, its priority and starvation time; the common pool and tau_pf; where the other
+  queues run.
 * `--layout FILE --dry-run --log LOG [--since 30d]`: replay the log with Qsim under the active
   layout and under FILE and print both side by side (cobaltlite/partitioning/whatif.py);
   nothing changes. It runs in this process, as `schedctl --try` does.
@@ -131,8 +132,8 @@ def show_layout() -> int:
 def layout_lines(layout: QueueLayout, partitions: QueuePartitions,
                  machine_nodes: int) -> list[str]:
     """The layout as partadm --layout-show prints it: a table of queues (their partitions as
-    `QueuePartitions.listing` gives them), then the pool, tau_pf, and the nodes where queues
-    outside the layout run."""
+    `QueuePartitions.listing` gives them, and each one's starvation time: its own, or the
+    layout's), then the pool, tau_pf, and the nodes where queues outside the layout run."""
     listing = partitions.listing(machine_nodes)
     places = {row["name"]: row["places"] for row in listing["queues"]}
     rows = []
@@ -142,9 +143,9 @@ def layout_lines(layout: QueueLayout, partitions: QueuePartitions,
         rows.append([q.name, q.nodes, places[q.name], f"{low}-{high}",
                      f"{format_hms(t_low)}-"
                      + ("any" if t_high >= NO_TIME_LIMIT else format_hms(t_high)),
-                     f"{q.priority:g}"])
-    lines = format_table(["Queue", "Nodes", "Partition", "JobNodes", "JobTime", "Priority"],
-                         rows)
+                     f"{q.priority:g}", format_hms(layout.starvation(q))])
+    lines = format_table(["Queue", "Nodes", "Partition", "JobNodes", "JobTime", "Priority",
+                          "Starvation"], rows)
     pool = (f"{partitions.nodes()} nodes ({listing['pool']})" if listing["pool"] else "none")
     tau = "-" if partitions.tau_pf is None else f"{partitions.tau_pf:g}"
     lines.append(f"common pool: {pool}; tau_pf: {tau}")

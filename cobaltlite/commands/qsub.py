@@ -78,7 +78,10 @@ def build_parser() -> CommandParser:
     add("-n", "--nodecount", type=int, metavar="N", help="number of nodes (required)")
     add("-t", "--time", metavar="TIME",
         help="wall time limit: M, HH:MM, HH:MM:SS or DD:HH:MM:SS (required)")
-    add("-q", "--queue", default="default", help="queue to submit to (default: %(default)s)")
+    add("-q", "--queue", default="default",
+        help="queue to submit to (default: %(default)s); under a queue layout (partadm "
+             "--layout-show) a job sent to default lands in the queue that takes its size "
+             "and time")
     add("-A", "--project", help="project (account) to charge")
     add("--proccount", type=int, metavar="N",
         help="number of processes (default: the node count)")

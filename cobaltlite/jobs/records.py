@@ -31,6 +31,9 @@ class JobFacts:
     dependencies: list[int] = field(default_factory=list)
     starttime: float | None = None
     location: str = ""
+    requested_queue: str = ""
+    """The queue the job was submitted to when a queue layout routed it to `queue` (live
+    only); the log's readers replay it from there (cobaltlite.accounting)."""
 
 
 def queued_fields(job: JobFacts) -> dict[str, Any]:
@@ -42,6 +45,8 @@ def queued_fields(job: JobFacts) -> dict[str, Any]:
     }
     if job.dependencies:
         fields["dependencies"] = job.dependencies
+    if job.requested_queue:
+        fields["requested_queue"] = job.requested_queue
     return fields
 
 

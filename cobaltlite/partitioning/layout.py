@@ -44,9 +44,14 @@ class JobClass:
     max_time: int = NO_TIME_LIMIT
 
     def holds(self, job: TraceJob) -> bool:
-        return ((not self.sources or job.queue in self.sources)
-                and self.min_nodes <= job.nodes <= self.max_nodes
-                and self.min_time <= job.requested_time <= self.max_time)
+        return self.takes(job.queue, job.nodes, job.requested_time)
+
+    def takes(self, source: str, nodes: int, requested_time: float) -> bool:
+        """Whether a job submitted to queue `source` asking for `nodes` nodes and
+        `requested_time` seconds is in this class."""
+        return ((not self.sources or source in self.sources)
+                and self.min_nodes <= nodes <= self.max_nodes
+                and self.min_time <= requested_time <= self.max_time)
 
     def overlaps(self, other: JobClass) -> bool:
         shared_source = not self.sources or not other.sources or bool(self.sources & other.sources)
@@ -89,6 +94,9 @@ class PartitionedQueue:
     def holds(self, job: TraceJob) -> bool:
         return any(c.holds(job) for c in self.classes)
 
+    def takes(self, source: str, nodes: int, requested_time: float) -> bool:
+        return any(c.takes(source, nodes, requested_time) for c in self.classes)
+
     @property
     def size_range(self) -> tuple[int, int]:
         return min(c.min_nodes for c in self.classes), max(c.max_nodes for c in self.classes)
@@ -129,17 +137,40 @@ class QueueLayout:
     def with_queues(self, queues: Iterable[PartitionedQueue]) -> QueueLayout:
         return replace(self, queues=tuple(queues))
 
+    def queue_for(self, source: str, nodes: int, requested_time: float) -> str | None:
+        """The name of the queue whose classes take a job submitted to queue `source` with
+        this size and requested time, or None: the one routing rule, for a trace job in Qsim
+        (`home`) and for a job submitted to the daemons (cobaltlite/queue_manager/routing.py).
+        Classes never overlap (`check`), so at most one queue takes it."""
+        for q in self.queues:
+            if q.takes(source, nodes, requested_time):
+                return q.name
+        return None
+
+    def home(self, job: TraceJob) -> str | None:
+        """The queue that takes a trace job (its trace queue, size and requested time)."""
+        return self.queue_for(job.queue, job.nodes, job.requested_time)
+
+    @property
+    def routing_sources(self) -> frozenset[str]:
+        """The queues the layout routes from when a job is submitted to them live: every source
+        queue its classes name, and `default` when a class names none (takes any queue's
+        jobs); never one of its own queues (a job submitted to one of those stays there)."""
+        named = {source for q in self.queues for c in q.classes for source in c.sources}
+        if any(not c.sources for q in self.queues for c in q.classes):
+            named.add("default")
+        return frozenset(named - {q.name for q in self.queues})
+
     def route(self, jobs: Iterable[TraceJob]) -> tuple[dict[str, list[TraceJob]], list[TraceJob]]:
         """Each queue's jobs (in the order given), and the jobs no queue takes."""
         routed: dict[str, list[TraceJob]] = {q.name: [] for q in self.queues}
         unrouted: list[TraceJob] = []
         for job in jobs:
-            for q in self.queues:
-                if q.holds(job):
-                    routed[q.name].append(job)
-                    break
-            else:
+            name = self.home(job)
+            if name is None:
                 unrouted.append(job)
+            else:
+                routed[name].append(job)
         return routed, unrouted
 
     def check(self, machine_nodes: int, where: str = "queue layout") -> None:

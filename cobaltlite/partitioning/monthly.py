@@ -126,13 +126,6 @@ def plan_months(history: Sequence[TraceJob], start_layout: QueueLayout, total: i
     return MonthPlan(bounds, list(layouts))
 
 
-def route(job: TraceJob, layout: QueueLayout) -> str | None:
-    for q in layout.queues:
-        if q.holds(job):
-            return q.name
-    return None
-
-
 class LayoutSwitch:
     """Qsim's pass hook that puts each month's layout in force at its first event."""
 
@@ -151,7 +144,7 @@ class LayoutSwitch:
             self.next += 1
             self.qsim.partitions = partitions
             for job in self.qsim.queued_jobs():
-                name = route(self.originals[job.jobid], layout)
+                name = layout.home(self.originals[job.jobid])
                 if name is not None and partitions.could_hold(name, job.size):
                     job.queue = name
 
@@ -192,7 +185,7 @@ def replay_monthly(jobs: Sequence[TraceJob], start_layout: QueueLayout, plan: Mo
         if layout is None or parts is None:
             routed.append(job)
             continue
-        name = route(job, layout)
+        name = layout.home(job)
         if name is None:
             raise InputError(f"job {job.jobid} ({job.nodes} nodes, queue {job.queue!r}) "
                              "belongs to no queue of the queue layout")
@@ -235,7 +228,7 @@ def month_report(outcomes: Sequence[JobOutcome], originals: dict[int, TraceJob],
     """Per month (jobs by submission; utilization by what ran inside the month) and per queue
     of the starting layout."""
     bounds = plan.bounds
-    queue_of = {o.jobid: route(originals[o.jobid], start_layout) for o in outcomes}
+    queue_of = {o.jobid: start_layout.home(originals[o.jobid]) for o in outcomes}
     months = []
     for k in range(len(bounds) - 1):
         first, last = bounds[k], bounds[k + 1]

@@ -22,7 +22,7 @@ lowers the average wait; repeat until none does.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cobaltlite.partitioning.evaluate import Evaluation, PartitionEvaluator
 from cobaltlite.partitioning.layout import NO_TIME_LIMIT, JobClass, PartitionedQueue, QueueLayout
@@ -106,10 +106,11 @@ SPLIT_RULES: tuple[tuple[str, SplitRule], ...] = (
 
 def halves(queue: PartitionedQueue, jobs: Sequence[TraceJob],
            classes: Halves, admitted: bool = False) -> tuple[PartitionedQueue, ...] | None:
-    """The two queues of a split, with the parent's nodes shared by CPU hours; None when a half
-    would take no job or the nodes cannot hold each half's largest job (with `admitted`, the
-    widest job its classes admit, D002-24)."""
-    parts = [PartitionedQueue(f"{queue.name}.{i + 1}", tuple(c), 1, queue.priority, queue.name)
+    """The two queues of a split, with the parent's nodes shared by CPU hours and its priority
+    and starvation time (D002-11); None when a half would take no job or the nodes cannot hold
+    each half's largest job (with `admitted`, the widest job its classes admit, D002-24)."""
+    parts = [PartitionedQueue(f"{queue.name}.{i + 1}", tuple(c), 1, queue.priority, queue.name,
+                              queue.starvation_time)
              for i, c in enumerate(classes)]
     mine = [[j for j in jobs if p.holds(j)] for p in parts]
     if not all(mine):
@@ -122,8 +123,7 @@ def halves(queue: PartitionedQueue, jobs: Sequence[TraceJob],
     shares = ([h / whole * queue.nodes for h in hours] if whole > 0
               else [queue.nodes / 2, queue.nodes / 2])
     sizes = whole_nodes(shares, queue.nodes, minimum)
-    return tuple(PartitionedQueue(p.name, p.classes, n, p.priority, p.parent)
-                 for p, n in zip(parts, sizes, strict=True))
+    return tuple(replace(p, nodes=n) for p, n in zip(parts, sizes, strict=True))
 
 
 def _touch(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -138,9 +138,14 @@ def may_merge(a: PartitionedQueue, b: PartitionedQueue) -> bool:
     return _touch(a.size_range, b.size_range) and _touch(a.time_range, b.time_range)
 
 
-def merged(a: PartitionedQueue, b: PartitionedQueue) -> PartitionedQueue:
+def merged(a: PartitionedQueue, b: PartitionedQueue, layout: QueueLayout) -> PartitionedQueue:
+    """One queue of both: the higher priority and the shorter starvation time of the two
+    (`layout`'s where a queue sets none; None, the layout's, when neither sets one), so no job
+    of either is served later than its own queue promised (D002-11)."""
+    starvation = (None if a.starvation_time is None and b.starvation_time is None
+                  else min(layout.starvation(a), layout.starvation(b)))
     return PartitionedQueue(f"{a.name}+{b.name}", a.classes + b.classes, a.nodes + b.nodes,
-                            max(a.priority, b.priority))
+                            max(a.priority, b.priority), starvation_time=starvation)
 
 
 def _ordered(layout: QueueLayout) -> list[PartitionedQueue]:
@@ -176,7 +181,7 @@ def reshape(layout: QueueLayout, evaluator: PartitionEvaluator, max_queues: int 
             i += 1
     while True:
         pairs = [(a, b) for k, a in enumerate(queues) for b in queues[k + 1:] if may_merge(a, b)]
-        merges = [[q for q in queues if q is not a and q is not b] + [merged(a, b)]
+        merges = [[q for q in queues if q is not a and q is not b] + [merged(a, b, layout)]
                   for a, b in pairs]
         scores = evaluator.evaluate_all([layout.with_queues(q) for q in merges])
         best = min(range(len(merges)), key=lambda k: scores[k].mean_wait, default=None)

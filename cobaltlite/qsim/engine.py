@@ -226,7 +226,7 @@ class Qsim:
         self._has_dependencies = any(tj.dependencies for tj in pending)
         self._known = {tj.jobid for tj in pending} if self._has_dependencies else set()
         self._failures = list(failures) if failures is not None else None
-        first = [pending[0].submit_time] if pending else []
+        first: list[float] = [pending[0].submit_time] if pending else []
         if self._failures:  # one before the first arrival still matters if its repair is not over
             first.append(self._failures[0].time)
         self._repair_time = repair_time
@@ -645,15 +645,13 @@ def routed_jobs(jobs: Sequence[TraceJob], layout: QueueLayout) -> list[TraceJob]
     naming the first job that no queue takes (its size, requested time and trace queue)."""
     out = []
     for job in jobs:
-        for q in layout.queues:
-            if q.holds(job):
-                out.append(replace(job, queue=q.name))
-                break
-        else:
+        name = layout.home(job)
+        if name is None:
             raise InputError(
                 f"job {job.jobid} ({job.nodes} nodes, {job.requested_time:g} s requested, "
                 f"queue {job.queue!r}) belongs to no queue of the queue layout; give the "
                 "layout a job class that takes it")
+        out.append(replace(job, queue=name))
     return out
 
 

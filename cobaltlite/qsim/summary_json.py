@@ -23,7 +23,7 @@ def _float_text(value: float) -> str:
 
 _SCALARS: dict[type, Callable[[object], str]] = {
     str: encode_basestring_ascii,  # type: ignore[dict-item]
-    int: int.__repr__,  # type: ignore[dict-item]
+    int: int.__repr__,
     float: _float_text,  # type: ignore[dict-item]
     bool: lambda value: "true" if value else "false",
     type(None): lambda _: "null",

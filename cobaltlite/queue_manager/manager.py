@@ -32,6 +32,7 @@ from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, UsageLedger
 from cobaltlite.policy.utility import PassInputs, PolicyError
 from cobaltlite.queue_manager import limits as lim
 from cobaltlite.queue_manager.newest import NewestOnly
+from cobaltlite.queue_manager.routing import LayoutRouter, Placement, RoutingError
 from cobaltlite.queue_manager.store import JobStore
 from cobaltlite.reservations.book import ReservationBook
 from cobaltlite.reservations.cost import NO_COST
@@ -68,6 +69,8 @@ class SystemClient(Protocol):
     def kill(self, jobid: int) -> bool: ...
 
     def job_status(self, jobid: int) -> str: ...
+
+    def queue_layout(self) -> str | None: ...
 
 
 class SubmissionError(ValueError):
@@ -178,6 +181,8 @@ class QueueManager:
         self.dep_frac = dep_frac
         self._lock = threading.RLock()
         self._limits: dict[str, Any] | None = None
+        # Looked up at each call: the system's Peer gives each calling thread its own proxy.
+        self.router = LayoutRouter(lambda: self.system.queue_layout())
         self._score_writer = ScoreWriter(store)
         self.estimated_starts: dict[int, float] = {}
         """{jobid: estimated start}: replaced whole by queue_manager/estimates.py after each
@@ -214,16 +219,16 @@ class QueueManager:
             if not job[key] and isinstance(job["cwd"], str):
                 job[key] = f"{job['cwd'].rstrip('/')}/$jobid.{suffix}"  # Cobalt's defaults
         _check_text_and_sizes(job)
-        queue = self.store.queue(job["queue"])
-        if queue is None:
-            raise SubmissionError(f"trying to add job to non-existent queue '{job['queue']}'")
         walltime = job["walltime"]
         if isinstance(walltime, int) and not isinstance(walltime, bool) and walltime == 0:
-            try:  # -t 0: the queue's maxtime
-                job["walltime"] = queues.walltime_for(queue, 0)
+            try:  # -t 0: the named queue's maxtime (before routing, which needs the time)
+                job["walltime"] = queues.walltime_for(self._submission_queue(job["queue"]), 0)
             except SettingError as exc:
                 raise SubmissionError(str(exc)) from None
         self._check_job(job)
+        placement = self._place(job["queue"], job["nodes"], job["walltime"])
+        job["queue"], job["routed_from"] = placement.queue, placement.routed_from
+        queue = self._submission_queue(job["queue"])
         refusal = queues.state_error(queue) or queues.admission_error(
             queue, caller.user, _group_names(caller.user, caller.gid), job["nodes"],
             job["walltime"], self._loads().get(queue["name"], QueueLoad()).users.get(caller.user))
@@ -244,9 +249,23 @@ class QueueManager:
         if job["user_hold"]:
             self.accounting.write(now, "HA", jobid, {"type": "user", "requester": caller.user})
         log.info("job submitted", jobid=jobid, user=caller.user, nodes=job["nodes"],
-                 queue=job["queue"])
+                 queue=job["queue"], routed_from=job["routed_from"] or None)
         self.wake_scheduler()
         return jobid
+
+    def _submission_queue(self, name: str) -> dict[str, Any]:
+        queue = self.store.queue(name)
+        if queue is None:
+            raise SubmissionError(f"trying to add job to non-existent queue '{name}'")
+        return queue
+
+    def _place(self, named: str, nodes: int, walltime: int) -> Placement:
+        """The queue a job named to queue `named` goes in, by the active queue layout
+        (queue_manager/routing.py); SubmissionError when the layout's queues all refuse it."""
+        try:
+            return self.router.place(named, nodes, walltime)
+        except RoutingError as exc:
+            raise SubmissionError(str(exc)) from None
 
     def _check_job(self, job: dict[str, Any]) -> None:
         """The size, time, paths and dependencies of a job as submitted or altered make sense
@@ -504,15 +523,24 @@ class QueueManager:
                 if cycle:
                     return _failed(jobid, verb, "dependencies would make a cycle: "
                                    + " -> ".join(map(str, cycle)))
-            queue = self.store.queue(job["queue"])
-            if queue is not None and ({"walltime", "walltime_delta", "nodes"} & set(changes)):
-                load = self._loads(excluding=jobid).get(job["queue"], QueueLoad())
-                refusal = queues.admission_error(
-                    queue, job["user"], _group_names(job["user"], job["gid"]), new["nodes"],
-                    new["walltime"], load.users.get(job["user"]))
+            resized = bool({"walltime", "walltime_delta", "nodes"} & set(changes))
+            if resized and job["routed_from"]:  # routed by a layout: routed again (D002-28)
+                try:
+                    placement = self._place(job["routed_from"], new["nodes"], new["walltime"])
+                except SubmissionError as exc:
+                    return _failed(jobid, verb, str(exc))
+                if placement.routed_from:  # else the layout no longer routes: it stays
+                    new["queue"] = placement.queue
+            queue = self.store.queue(new["queue"])
+            if queue is not None and resized:
+                load = self._loads(excluding=jobid).get(new["queue"], QueueLoad())
+                refusal = (new["queue"] != job["queue"] and queues.state_error(queue)) or \
+                    queues.admission_error(
+                        queue, job["user"], _group_names(job["user"], job["gid"]),
+                        new["nodes"], new["walltime"], load.users.get(job["user"]))
                 if refusal:
                     return _failed(jobid, verb, refusal)
-            altered = {field: new[field] for field in set(ALTERABLE.values()) | {"walltime"}
+            altered = {field: new[field] for field in {*ALTERABLE.values(), "walltime", "queue"}
                        if new[field] != job[field]}
             if changes.get("defer"):  # the score drops to 0 now; the policy's growth resumes
                 altered["score"] = 0.0
@@ -526,22 +554,25 @@ class QueueManager:
             visible = {k: v for k, v in altered.items() if k != "score_adjust"}
             self.accounting.write(now, "QA", jobid, {
                 "requester": caller.user,
-                **{k: (format_hms(v) if k == "walltime" else v) for k, v in visible.items()}})
+                **{k: (format_hms(v) if k == "walltime" else v) for k, v in visible.items()},
+                **({"requested_queue": job["routed_from"]} if "queue" in altered else {})})
         lines = [f"{field} changed from {_shown(field, job.get(field))} to "
                  f"{_shown(field, value)}" for field, value in sorted(visible.items())]
         log.info("job altered", jobid=jobid, by=caller.user, fields=sorted(altered))
         return {"jobid": jobid, "ok": True, "message": "\n".join(lines)}
 
     def move(self, caller: Caller, jobids: Iterable[int], queue_name: str) -> list[dict[str, Any]]:
-        queue = self.store.queue(queue_name)
-        if queue is None:
+        layout = self.router.layout()
+        if self.store.queue(queue_name) is None and \
+                (layout is None or queue_name not in layout.routing_sources):
             raise LookupError(f"Error: queue '{queue_name}' does not exist")
-        results = [self._move_one(caller, jobid, queue) for jobid in jobids]
+        results = [self._move_one(caller, jobid, queue_name) for jobid in jobids]
         self.wake_scheduler()
         return results
 
-    def _move_one(self, caller: Caller, jobid: int, queue: Mapping[str, Any]) -> dict[str, Any]:
-        verb = "move job {} to queue '" + queue["name"] + "'"
+    def _move_one(self, caller: Caller, jobid: int, queue_name: str) -> dict[str, Any]:
+        """Move a queued job to `queue_name`, or where the layout routes it from there."""
+        verb = "move job {} to queue '" + queue_name + "'"
         with self._lock:
             job, not_yours = self._job_for(caller, jobid, verb)
             if job is None:
@@ -550,18 +581,29 @@ class QueueManager:
                 return _failed(jobid, verb, "has already completed")
             if job["state"] != states.QUEUED:
                 return _failed(jobid, verb, f"job {jobid} is running; it cannot be moved")
+            try:
+                placement = self._place(queue_name, job["nodes"], job["walltime"])
+            except SubmissionError as exc:
+                return _failed(jobid, verb, str(exc))
+            queue = self.store.queue(placement.queue)
+            if queue is None:
+                return _failed(jobid, verb, f"queue '{placement.queue}' does not exist")
             load = self._loads(excluding=jobid).get(queue["name"], QueueLoad())
             refusal = queues.state_error(queue) or queues.admission_error(
                 queue, job["user"], _group_names(job["user"], job["gid"]), job["nodes"],
                 job["walltime"], load.users.get(job["user"]))
             if refusal:
                 return _failed(jobid, verb, refusal)
-            if not self.store.update_job(jobid, {"queue": queue["name"]},
-                                         expect_states=[states.QUEUED]):
+            if not self.store.update_job(
+                    jobid, {"queue": queue["name"], "routed_from": placement.routed_from},
+                    expect_states=[states.QUEUED]):
                 return _failed(jobid, verb, f"job {jobid} is running; it cannot be moved")
             self.accounting.write(self.clock.now(), "QA", jobid,
-                                  {"requester": caller.user, "queue": queue["name"]})
-        log.info("job moved", jobid=jobid, by=caller.user, queue=queue["name"])
+                                  {"requester": caller.user, "queue": queue["name"],
+                                   **({"requested_queue": queue_name}
+                                      if placement.routed_from or job["routed_from"] else {})})
+        log.info("job moved", jobid=jobid, by=caller.user, queue=queue["name"],
+                 routed_from=placement.routed_from or None)
         return {"jobid": jobid, "ok": True,
                 "message": f"moved job {jobid} to queue '{queue['name']}'"}
 
@@ -1154,7 +1196,7 @@ def _facts(job: Mapping[str, Any]) -> records.JobFacts:
         jobname=job["jobname"], group=group, procs=job["procs"], mode=job["mode"],
         cwd=job["cwd"], command=job["command"], args=list(job["args"]),
         dependencies=list(job["dependencies"]), starttime=job["starttime"],
-        location=job["location"] or "")
+        location=job["location"] or "", requested_queue=job["routed_from"])
 
 
 _TYPE_NAMES = {str: "text", int: "whole number", bool: "true or false", list: "list",

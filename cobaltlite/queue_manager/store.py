@@ -112,6 +112,9 @@ jobs_table = Table(
     Column("run_project", Boolean, nullable=False, server_default=false()),
     Column("preemptable", Boolean, nullable=False, server_default=false()),
     Column("disable_preboot", Boolean, nullable=False, server_default=false()),
+    # The queue a job was submitted or moved to when a queue layout routed it elsewhere
+    # (queue_manager/routing.py); "": it is in the queue it named. qalter routes it again.
+    Column("routed_from", String(64), nullable=False, server_default=""),
 )
 
 queues_table = Table(

@@ -59,7 +59,7 @@ from operator import attrgetter
 
 from cobaltlite.choices import MAX_WINDOW, Backfill
 from cobaltlite.clock import Clock
-from cobaltlite.machine.flat import FlatMachine
+from cobaltlite.machine.flat import FlatMachine, FlatPlanner
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.reservations.model import Window
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
@@ -258,7 +258,8 @@ class Scheduler:
         begun: set[int] = set()
         if chosen:
             picked = self.slack.chosen
-            assert picked is not None and picked.planner is not None and picked.plan is not None
+            assert picked is not None and picked.plan is not None
+            assert isinstance(picked.planner, FlatPlanner)  # the machine is flat
             planner = machine.planner(now)
             before = len(report.started)
             begun = self._start_chosen(chosen, planner, report)

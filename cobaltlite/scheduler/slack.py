@@ -263,12 +263,12 @@ class SlackBackfill:
 
     def _search(self, lookahead: list[SchedulableJob], ranked: Sequence[SchedulableJob],
                 base: Planner, limits: dict[int, float], idle: int, total: int, now: float,
-                planned: dict[int, float]) -> list[Candidate]:
+                planned: Mapping[int, float]) -> list[Candidate]:
         """The surviving combinations, depth first. `planned`: the base plan (nothing chosen);
         each node's plan is made with its parent's plan as the reference (see `_plan`)."""
         candidates: list[Candidate] = []
         budget = self.settings.max_nodes
-        stack: list[tuple[tuple[SchedulableJob, ...], int, int, dict[int, float]]] = [
+        stack: list[tuple[tuple[SchedulableJob, ...], int, int, Mapping[int, float]]] = [
             ((), 0, 0, planned)]
         while stack and budget > 0:
             chosen, used, nxt, plan = stack.pop()

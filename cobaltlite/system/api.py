@@ -57,6 +57,11 @@ class SystemAPI:
     def job_status(self, jobid: int) -> str:
         return self._service.job_status(jobid)
 
+    def queue_layout(self) -> str | None:
+        """The active queue layout's YAML text, None without one: the queue manager routes
+        submissions by it (cobaltlite/queue_manager/routing.py)."""
+        return self._service.queue_layout()
+
 
 def _components(value: Any) -> list[str]:
     if (not isinstance(value, list) or not value
