@@ -49,7 +49,7 @@ class _EstimateAfterLastArrival:
             self.estimates = estimate_start_times(
                 empty, now, self.qsim.running_jobs(), self.qsim.queued_jobs(), policy,
                 backfill, window, queue_places=self.qsim.queue_places,
-                reservations=self.reservations)
+                reservations=self.reservations, slack=self.qsim.scheduler.slack_state())
 
 
 jobs_strategy = st.lists(
