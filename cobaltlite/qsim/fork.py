@@ -36,6 +36,7 @@ from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.qsim.followed_plan import follow_the_plan
 from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill
+from cobaltlite.scheduler.slack import SlackState
 
 _by_jobid = attrgetter("jobid")
 _by_score = attrgetter("score")
@@ -302,6 +303,7 @@ def estimate_start_times(
     reservations: Sequence[Reservation] = (),
     prune: bool = True,
     partitions: QueuePartitions | None = None,
+    slack: SlackState | None = None,
 ) -> dict[int, float]:
     """{jobid: estimated start} for the `queued` jobs that can start: a fork from `now` in
     which each running job ends at its start plus its requested `wall_time` (at `now` if that
@@ -316,10 +318,15 @@ def estimate_start_times(
     whole queue, scored (the same answer, slower; tests compare the two). `partitions`: the
     live queue layout's (seed 002; the system's `queue_partitions`): the fork schedules region
     by region as the scheduler does, each job by its own queue's name (no routing by class).
+    `slack`: the scheduler's slack settings and memory (`Scheduler.slack_state`), which
+    `Backfill.SLACK`'s deadlines depend on; the fork starts from them, for the queued jobs
+    (None: Table 3's settings, nothing remembered).
     """
     fork = ForkedReplay([], machine, policy, backfill, queue_config=queue_config,
                         policies=policies, window=window, reservations=reservations)
     fork.partitions = partitions
+    if slack is not None:
+        fork.scheduler.resume_slack(slack.for_jobs({job.jobid for job in queued}))
     # The pruning's argument knows nothing of reservations, nor of regions (a job that fits
     # the idle nodes may not fit its region's; each region has a top job of its own): with
     # either, every pass sees all.
