@@ -214,7 +214,10 @@ def run_scheduler(config: Config, stop: threading.Event) -> list:
                                       site.failed_components(),
                                       {queue: sorted(places)
                                        for queue, places in site.place_sets().items()},
-                                      site.partitions_wire())
+                                      site.partitions_wire(),
+                                      # The slack deadlines hang on the scheduler's memory.
+                                      scheduler.slack_state().to_wire()
+                                      if scheduler.backfill is Backfill.SLACK else None)
         except Exception as exc:  # the queue manager down: the next pass asks again
             log.warning("start estimates not requested", error=str(exc))
 

@@ -141,11 +141,16 @@ def test_qsim_eet_scores_the_recorded_schedule_without_a_replay(tmp_path: Path) 
     assert "violated EET jobs" in ran.stdout
 
 
-def test_qsim_eet_refuses_shares_that_do_not_sum_to_the_machine(tmp_path: Path) -> None:
-    trace = tmp_path / "log.swf"
+def trace_and_shares(tmp_path: Path, shares_text: str) -> tuple[Path, Path]:
+    """SWF and a share file with `shares_text` in tmp_path."""
+    trace, shares = tmp_path / "log.swf", tmp_path / "shares.txt"
     trace.write_text(SWF)
-    shares = tmp_path / "shares.txt"
-    shares.write_text("1 2\n2 1\n")
+    shares.write_text(shares_text)
+    return trace, shares
+
+
+def test_qsim_eet_refuses_shares_that_do_not_sum_to_the_machine(tmp_path: Path) -> None:
+    trace, shares = trace_and_shares(tmp_path, "1 2\n2 1\n")
     out = tmp_path / "out"
     ran = qsim("eet", str(trace), "--machine", "flat:4", "--shares", str(shares),
                "--out", str(out))
@@ -166,3 +171,20 @@ def test_qsim_eet_option_scores_a_replay_into_the_table_and_summary(tmp_path: Pa
     assert summary["metrics"]["eet"]["jobs"] == 4  # a replay needs no recorded wait
     assert summary["metrics"]["eet"]["share_model"] == "equal"
     assert (tmp_path / "out" / "fairshare" / "eet-heatmap.png").exists()
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("1 2\n2 1\n", "the shares sum to 3 CPUs but the machine has 4"),
+    ("1 4\n", "no share for user(s) 2"),
+])
+def test_qsim_eet_shares_are_refused_before_the_replay_writes_anything(
+        tmp_path: Path, text: str, says: str) -> None:
+    trace, shares = trace_and_shares(tmp_path, text)
+    out = tmp_path / "out"
+    ran = qsim("--trace", str(trace), "--machine", "flat:4", "--eet-shares", str(shares),
+               "--out", str(out), "-q")
+    assert ran.returncode == 1
+    assert f"qsim: error: {shares}: {says}" in ran.stderr
+    # qsim makes the --out directory before reading anything; no accounting.log or summary of
+    # a replay whose scores cannot be given may land in it.
+    assert not out.exists() or not list(out.iterdir())

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 from live import Instance
+from test_live_jobs import script
+from test_start_estimates import assert_starts_follow, estimates_of
 
 
 @pytest.fixture
@@ -36,3 +38,15 @@ def test_slack_backfilling_starts_a_job_that_conservative_backfilling_would_hold
     shown = instance.command("schedctl", "--status")
     assert shown.returncode == 0 and "slack" in shown.stdout, shown.stdout + shown.stderr
     assert instance.command("qdel", str(r), str(a), str(b)).returncode == 0
+
+
+@pytest.mark.slow
+def test_live_start_estimates_under_slack_equal_the_starts(instance: Instance) -> None:
+    """The queue manager's fork starts from the scheduler's slack settings and memory
+    (tests/test_slack_estimates.py): jobs ended at their wall time start when estimated, to
+    within the daemons' polling."""
+    sleeper = script(instance.jobs_dir, "outlive.sh", "sleep 60")
+    first = instance.qsub("-n", "10", "-t", "00:00:06", str(sleeper))
+    instance.wait_for(first, {"running"})
+    queued = [instance.qsub("-n", str(n), "-t", "00:00:05", str(sleeper)) for n in (8, 4, 2)]
+    assert_starts_follow(instance, queued, estimates_of(instance, queued), (1, 2, 1))

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from cobaltlite.choices import BUILTIN_POLICIES
 from cobaltlite.commands import layout
 from cobaltlite.commands.common import (
     CommandError,
@@ -111,8 +112,8 @@ def build_parser() -> CommandParser:
              "maxrunning=2 priority=5\"")
     add("--unsetq", metavar='"K K"', help="remove restrictions, e.g. \"maxtime users\"")
     add("--policy", metavar="NAME",
-        help="rank the named queues' jobs with utility function NAME (a builtin or a function "
-             "of the active utility file)")
+        help="rank the named queues' jobs with utility function NAME: a builtin "
+             f"({', '.join(BUILTIN_POLICIES)}) or a function of the active utility file")
     add("--hold", action="store_true", help="place an admin hold on jobs (as --admin-hold)")
     add("--release", action="store_true",
         help="release jobs' admin holds (as --admin-release)")

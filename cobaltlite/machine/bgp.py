@@ -17,7 +17,7 @@ one `_usable` mask covers them all.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits
@@ -30,6 +30,12 @@ from cobaltlite.machine.model import (
     PlaceSet,
     TwoLevelChance,
 )
+
+MEMBERS_KEPT = 4096
+"""How many masks `BGPMachine.members` remembers before it starts afresh (sizes x place sets x
+states of service: far fewer in practice)."""
+
+INF = float("inf")
 
 COST_TOLERANCE = 1e-9
 """A candidate beats the best so far only when cheaper by more than this: costs equal on paper
@@ -110,6 +116,7 @@ class BGPMachine:
         self._held: dict[int, tuple[int, float]] = {}  # jobid -> (block index, expected end)
         self._held_nodes = 0
         self._place_sets: dict[PlaceSet, tuple[int, list[int]]] = {}
+        self._members: dict[int, list[int]] = {}  # mask -> its blocks, for `members`
 
     @property
     def failures(self) -> FailureChance:
@@ -135,12 +142,17 @@ class BGPMachine:
         return self.total_nodes - self._held_nodes
 
     def available_of_size(self, nodes: int, allowed: PlaceSet | None) -> int:
-        """The blocks in service and free now that a job of `nodes` would get (its size, or
-        within `allowed` the smallest of the set that holds it), as a mask; 0 when none."""
+        """The blocks in service and free now that a job of `nodes` would get (`of_size`),
+        as a mask; 0 when none."""
+        return self._available & self.of_size(nodes, allowed)
+
+    def of_size(self, nodes: int, allowed: PlaceSet | None) -> int:
+        """The blocks a job of `nodes` would get, free or not (its size, or within `allowed`
+        the smallest of the set that holds it), as a mask; 0 when none."""
         if allowed is not None:
-            return self._available & self.sized_within(nodes, allowed)
+            return self.sized_within(nodes, allowed)
         size = self.allocation_size(nodes)
-        return 0 if size is None else self._available & self.size_mask[size]
+        return 0 if size is None else self.size_mask[size]
 
     def find_location(
         self, nodes: int, duration: float, now: float = 0.0, allowed: PlaceSet | None = None
@@ -167,6 +179,16 @@ class BGPMachine:
         mask, sizes = entry
         i = bisect_left(sizes, nodes)
         return mask & self.size_mask[sizes[i]] if i < len(sizes) and nodes > 0 else 0
+
+    def members(self, mask: int) -> list[int]:
+        """The blocks of `mask`, lowest index first; remembered, as a pass asks again and
+        again for the blocks of one size in service (a few dozen masks in all)."""
+        blocks = self._members.get(mask)
+        if blocks is None:
+            if len(self._members) >= MEMBERS_KEPT:
+                self._members.clear()
+            blocks = self._members[mask] = list(iter_bits(mask))
+        return blocks
 
     def cheapest(self, candidates: int, start: float, end: float) -> int:
         """The candidate with the lowest Allocation_Cost(X) = α·BLK_f(X) + β·P_f(X).
@@ -391,13 +413,32 @@ class BGPMachine:
 
 
 class BGPPlanner:
-    """Reservations (drains) on blocks over time, on top of the machine's present state."""
+    """Reservations (drains) on blocks over time, on top of the machine's present state.
+
+    Every reservation is kept in the order made (`_reservations`: start, end, mask of the blocks
+    it holds). A conservative pass reserves the whole queue, so from `index_from` reservations on
+    they are also indexed per block (`_busy`): each block's reserved time as disjoint pieces
+    sorted by time, the reservations that overlap or touch merged into one piece. A job of
+    duration d > 0 fits at t on a block iff no reservation over it has start < t + d and
+    end > t, and a merged piece meets that test iff one of its reservations does (a window
+    (t, t + d) of positive length that meets the piece meets one of its reservations of positive
+    length, or holds one of zero length). So a block's earliest fit is a bisection and a walk
+    over its pieces, instead of a scan of every reservation, with the same answer. A job of zero
+    duration is planned on the list: two touching pieces would wrongly hold the instant between.
+    """
+
+    index_from = 8
+    """The number of reservations from which they are indexed per block: below it one scan of
+    the list costs less than keeping the index (an EASY pass makes one reservation)."""
 
     def __init__(self, machine: BGPMachine, now: float) -> None:
         self._m = machine
         self._now = now
         self._reservations: list[tuple[float, float, int]] = []  # (start, end, conflict mask)
         self._free_at: list[float] | None = None  # per block: when every conflicting job ends
+        self._busy: list[tuple[list[float], list[float]] | None] | None = None
+        """Per block: the (starts, ends) of its reserved pieces, or None when nothing is
+        reserved on it; the whole index is None until `index_from` reservations are made."""
 
     def _block_free_times(self) -> list[float]:
         # Computed only when a reservation is needed: most passes start jobs or find nothing free.
@@ -413,6 +454,19 @@ class BGPPlanner:
             self._free_at = free_at
         return self._free_at
 
+    def _hold(self, start: float, stop: float, mask: int) -> None:
+        """Record a reservation of the blocks of `mask` over [start, stop)."""
+        self._reservations.append((start, stop, mask))
+        busy = self._busy
+        if busy is None:
+            if len(self._reservations) < self.index_from:
+                return
+            busy = self._busy = [None] * len(self._m.names)
+            for start, stop, mask in self._reservations:
+                _index(busy, start, stop, self._m.members(mask))
+        else:
+            _index(busy, start, stop, self._m.members(mask))
+
     def location_now(
         self, nodes: int, duration: float, allowed: PlaceSet | None = None
     ) -> str | None:
@@ -420,15 +474,26 @@ class BGPPlanner:
         candidates = m.available_of_size(nodes, allowed)
         if not candidates:
             return None
-        end = self._now + duration
-        for start, stop, mask in self._reservations:
-            if not candidates:
-                break
-            if start < end and stop > self._now:
-                candidates &= ~mask
+        now = self._now
+        end = now + duration
+        busy = self._busy
+        if busy is None or duration <= 0:
+            for start, stop, mask in self._reservations:
+                if not candidates:
+                    break
+                if start < end and stop > now:
+                    candidates &= ~mask
+        else:
+            for i in iter_bits(candidates):
+                pieces = busy[i]
+                if pieces is not None:
+                    starts, ends = pieces
+                    k = bisect_right(ends, now)  # the first piece ending after now
+                    if k < len(ends) and starts[k] < end:
+                        candidates &= ~(1 << i)
         if not candidates:
             return None
-        return m.names[m.cheapest(candidates, self._now, end)]
+        return m.names[m.cheapest(candidates, now, end)]
 
     def reserve_earliest(
         self, nodes: int, duration: float, allowed: PlaceSet | None = None,
@@ -442,28 +507,59 @@ class BGPPlanner:
             if size is None:
                 raise MachineError(f"{nodes} nodes fit no block of {m.name}")
             sized = m.size_mask[size]
-        free_at = self._block_free_times()
-        best_i, best_t = -1, 0.0
-        for i in iter_bits(m._usable & sized):
-            t = free_at[i] if not_before is None or free_at[i] >= not_before else not_before
-            moved = True
-            while moved:  # slide past every reservation that overlaps [t, t + duration)
-                moved = False
-                for start, stop, mask in self._reservations:
-                    if (mask >> i) & 1 and start < t + duration and stop > t:
-                        t, moved = stop, True
-            if best_i < 0 or t < best_t:
-                best_i, best_t = i, t
+        best_t, best_i = self.earliest_on(sized, duration, not_before)
         if best_i < 0:
             return NOT_IN_SERVICE
-        self._reservations.append((best_t, best_t + duration, m.conflict[best_i]))
+        self._hold(best_t, best_t + duration, m.conflict[best_i])
         return best_t, m.names[best_i]
+
+    def earliest_on(self, blocks: int, duration: float, not_before: float | None = None
+                    ) -> tuple[float, int]:
+        """The earliest start (at or after `not_before`) of a job of `duration` on the blocks
+        of the mask `blocks` that are in service, and on which (the first in name order of
+        those free as early), reserving nothing; (inf, -1) when none is in service."""
+        m = self._m
+        free_at = self._block_free_times()
+        busy = self._busy if duration > 0 else None
+        best_i, best_t = -1, INF
+        for i in m.members(m._usable & blocks):
+            t = free_at[i]
+            if t >= best_t:
+                continue  # it can only start later, or as late and lose the tie on its index
+            if not_before is not None and t < not_before:
+                t = not_before
+            if busy is not None:
+                pieces = busy[i]
+                if pieces is not None:  # slide past each piece that overlaps [t, t + duration)
+                    starts, ends = pieces
+                    k, n = bisect_right(ends, t), len(ends)
+                    while k < n and starts[k] < t + duration:
+                        t = ends[k]
+                        k += 1
+            else:
+                moved = True
+                while moved:  # slide past every reservation that overlaps [t, t + duration)
+                    moved = False
+                    for start, stop, mask in self._reservations:
+                        if (mask >> i) & 1 and start < t + duration and stop > t:
+                            t, moved = stop, True
+            if best_i < 0 or t < best_t:
+                best_i, best_t = i, t
+        return best_t, best_i
+
+    def hold(self, block: int, start: float, duration: float) -> None:
+        """Reserve block number `block` (of `BGPMachine.names`) from `start` for `duration`
+        seconds, as `reserve_earliest` reserves the block it finds."""
+        self._hold(start, start + duration, self._m.conflict[block])
 
     def copy(self) -> BGPPlanner:
         other = BGPPlanner.__new__(BGPPlanner)
         other._m, other._now = self._m, self._now
         other._reservations = list(self._reservations)
         other._free_at = None if self._free_at is None else list(self._free_at)
+        other._busy = None if self._busy is None else [
+            None if pieces is None else (list(pieces[0]), list(pieces[1]))
+            for pieces in self._busy]
         return other
 
     def plan_now(self, nodes: int, duration: float, allowed: PlaceSet | None = None) -> bool:
@@ -472,7 +568,7 @@ class BGPPlanner:
             return False
         m = self._m
         i = m.index[location]
-        self._reservations.append((self._now, self._now + duration, m.conflict[i]))
+        self._hold(self._now, self._now + duration, m.conflict[i])
         self.commit(location, duration)
         return True
 
@@ -485,7 +581,7 @@ class BGPPlanner:
             if i is not None:  # setres checked the names; a block since removed holds nothing
                 mask |= m.conflict[i] if wires else m._sharing_cards[i] | (1 << i)
         if mask and end > self._now:
-            self._reservations.append((start, end, mask))
+            self._hold(start, end, mask)
 
     def commit(self, location: str, duration: float) -> None:
         m = self._m
@@ -495,6 +591,27 @@ class BGPPlanner:
             for j in m.conflict_list[i]:
                 if self._free_at[j] < end:
                     self._free_at[j] = end
+
+
+def _index(busy: list[tuple[list[float], list[float]] | None], start: float, stop: float,
+           blocks: list[int]) -> None:
+    """Add [start, stop) to the pieces of each of `blocks`, merged with those it overlaps or
+    touches (the pieces stay disjoint, with a gap between any two)."""
+    for j in blocks:
+        pieces = busy[j]
+        if pieces is None:
+            busy[j] = ([start], [stop])
+            continue
+        starts, ends = pieces
+        lo = bisect_left(ends, start)  # the first piece ending at or after start
+        hi = bisect_right(starts, stop, lo)  # the first piece starting after stop
+        if lo == hi:
+            starts.insert(lo, start)
+            ends.insert(lo, stop)
+        else:
+            first, last = starts[lo], ends[hi - 1]
+            starts[lo:hi] = [first if first < start else start]
+            ends[lo:hi] = [last if last > stop else stop]
 
 
 def _mask_of(items: tuple[str, ...], bits: dict[str, int]) -> int:

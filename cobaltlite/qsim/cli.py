@@ -47,10 +47,15 @@ examples:
   qsim --trace out/accounting.log --machine intrepid --policy fcfs   # replay a job log back
 
 failures (seed 003 §VI; docs/fault-aware.md):
-  qsim --trace intrepid-2009-first3000.6col.txt.gz --machine intrepid --schedulable all \
+  qsim --trace intrepid-2009-first3000.6col.txt.gz --machine intrepid --schedulable all \\
        --policy wfp3 --mtbf 4 --failure-seed 7            # fault-aware (window predictor 0.6/0.6)
   ... --mtbf 4 --failure-seed 7 --predictor none --beta 0  # ordinary allocation, same failures
   ... --failure-log failures.txt                           # replay a failure log (TIME COMPONENT)
+
+fairness (seed 001 slack backfilling, seed 004 EETs and fairshare; docs/fairness.md):
+  qsim --trace lublin_256.swf.gz --machine flat:256 --backfill slack \\
+       --slack-param goal=utilization --slack-param lookahead=30 --unfairness
+  qsim --trace METACENTRUM-2009-2.swf.gz --machine flat:806 --policy fcfs,fairshare --eet
 
 outputs (with --out DIR): DIR/accounting.log (Q, S, E records in Cobalt's format, readable
 again by qsim) and DIR/summary.json (settings and metrics); with several policies,

@@ -6,8 +6,9 @@ fork from the present and run until every queued job has started). In both, a fo
 are job ends, each followed by a scheduling pass, as in Qsim.run; the running jobs end at the
 times the caller gives them (the estimate: their requested wall times). An estimate may take
 shortcuts that give the same starts (docs/architecture.md, "Estimated start times"): passes that
-see only the jobs that matter (`WaitingColumns`), and under conservative backfilling on a flat
-machine one plan after the first instant instead of the passes after it (`plan_is_the_schedule`).
+see only the jobs that matter (`WaitingColumns`), and under conservative backfilling one plan
+after the first instant instead of the passes after it (`plan_is_the_schedule`): the schedule
+itself on a flat machine, followed forward on Blue Gene/P (qsim/followed_plan.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from operator import attrgetter
 from typing import Any
 
 from cobaltlite.jobs import lifecycle
+from cobaltlite.machine.bgp import BGPMachine
 from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.partitions import QueuePartitions
@@ -31,8 +33,10 @@ from cobaltlite.policy.utility import (
     high_prio,
 )
 from cobaltlite.qsim.engine import Qsim, SimJob
+from cobaltlite.qsim.followed_plan import follow_the_plan
 from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill
+from cobaltlite.scheduler.slack import SlackState
 
 _by_jobid = attrgetter("jobid")
 _by_score = attrgetter("score")
@@ -140,6 +144,10 @@ class ForkedReplay(Qsim):
                 release(jobid)
             if queue and machine.has_free_capacity():
                 iterate()
+
+    def running_ends(self) -> list[tuple[float, int]]:
+        """(end, jobid) of every running job."""
+        return list(self._ends)
 
     def run_to_target(self) -> float:
         """Run forward until `target` starts; return its start time."""
@@ -295,6 +303,7 @@ def estimate_start_times(
     reservations: Sequence[Reservation] = (),
     prune: bool = True,
     partitions: QueuePartitions | None = None,
+    slack: SlackState | None = None,
 ) -> dict[int, float]:
     """{jobid: estimated start} for the `queued` jobs that can start: a fork from `now` in
     which each running job ends at its start plus its requested `wall_time` (at `now` if that
@@ -309,10 +318,15 @@ def estimate_start_times(
     whole queue, scored (the same answer, slower; tests compare the two). `partitions`: the
     live queue layout's (seed 002; the system's `queue_partitions`): the fork schedules region
     by region as the scheduler does, each job by its own queue's name (no routing by class).
+    `slack`: the scheduler's slack settings and memory (`Scheduler.slack_state`), which
+    `Backfill.SLACK`'s deadlines depend on; the fork starts from them, for the queued jobs
+    (None: Table 3's settings, nothing remembered).
     """
     fork = ForkedReplay([], machine, policy, backfill, queue_config=queue_config,
                         policies=policies, window=window, reservations=reservations)
     fork.partitions = partitions
+    if slack is not None:
+        fork.scheduler.resume_slack(slack.for_jobs({job.jobid for job in queued}))
     # The pruning's argument knows nothing of reservations, nor of regions (a job that fits
     # the idle nodes may not fit its region's; each region has a top job of its own): with
     # either, every pass sees all.
@@ -321,7 +335,7 @@ def estimate_start_times(
     in_one_go = prune and scores_in_one_go(policy, backfill, window, queue_config, policies)
     fork.queue_places = dict(queue_places or {})
     planned = prune and plan_is_the_schedule(machine, policy, backfill, window, queue_config,
-                                             policies, fork.queue_places)
+                                             policies, fork.queue_places, queued)
     # Fresh copies (a new job's status), as fairness.py's forks build theirs.
     ending = [replace(job, run_time=max(job.wall_time, now - job.start_time),
                       status=lifecycle.NEW) for job in running]
@@ -335,7 +349,14 @@ def estimate_start_times(
         fork.resume(now, ending, waiting)
         if planned:
             fork.run_forward(until=now)
-            _plan_the_rest(fork, machine, now, waiting)
+            if isinstance(machine, BGPMachine):
+                still = {job.jobid for job in fork.queued_jobs()}
+                places = fork.queue_places
+                fork.starts.update(follow_the_plan(
+                    machine, now, [job for job in waiting if job.jobid in still],
+                    fork.running_ends(), lambda job: places.get(job.queue)))
+            else:
+                _plan_the_rest(fork, machine, now, waiting)
             return fork.starts
         if fork.fixed_order or in_one_go:
             fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order)
@@ -363,16 +384,22 @@ def _plan_the_rest(fork: ForkedReplay, machine: Machine, now: float,
 def plan_is_the_schedule(machine: Machine, policy: UtilityFunction, backfill: Backfill,
                          window: int, queue_config: Sequence[Mapping[str, Any]] | None,
                          policies: Mapping[str, UtilityFunction] | None,
-                         queue_places: Mapping[str, PlaceSet]) -> bool:
+                         queue_places: Mapping[str, PlaceSet], queued: Sequence[SimJob]) -> bool:
     """True when, after the passes at the fork's first instant, one conservative plan of the
     queue gives every later start, so no later pass need run (docs/architecture.md, "Estimated
-    start times", the proof): conservative backfilling with W = 1 and a fixed rank order
-    (`rank_is_fixed`'s other conditions), on a flat machine (its planner counts free nodes, so
-    which nodes a job gets changes no later start), with no queue mapped to places and no
-    reservation (the caller checks that)."""
-    return (backfill is Backfill.CONSERVATIVE and isinstance(machine, FlatMachine)
-            and not queue_places and policy.function in FIXED_RANK_FUNCTIONS
-            and _rank_holds(policy, window, queue_config, policies))
+    start times", the proofs): conservative backfilling with W = 1 and a fixed rank order
+    (`rank_is_fixed`'s other conditions), and no reservation (the caller checks that); on a
+    flat machine (its planner counts free nodes, so which nodes a job gets changes no later
+    start) with no queue mapped to places, or on Blue Gene/P, where the plan is followed and
+    re-planned where a job starts on another block than reserved (`follow_the_plan`), when
+    every queued job asks for some time (a job of none ends at its start, which takes the
+    fork one more pass at that instant)."""
+    if not (backfill is Backfill.CONSERVATIVE and policy.function in FIXED_RANK_FUNCTIONS
+            and _rank_holds(policy, window, queue_config, policies)):
+        return False
+    if isinstance(machine, FlatMachine):
+        return not queue_places
+    return isinstance(machine, BGPMachine) and all(job.wall_time > 0 for job in queued)
 
 
 def rank_is_fixed(policy: UtilityFunction, backfill: Backfill, window: int,

@@ -280,6 +280,11 @@ def replay(
                              settings.end, settings.arrival_scale)
         trace = TraceReadResult(jobs, list(whole_trace.skipped), whole_trace.origin)
     machine = build_machine(description, alpha=settings.alpha, beta=settings.beta)
+    if settings.eet is not None:
+        # A share file that does not divide this machine among the trace's users is refused
+        # before the replay runs and writes its accounting.log (nothing half-written). Every
+        # user of the trace window needs a share, even one whose jobs all fit nowhere.
+        settings.eet.shares(sorted({job.user for job in trace.jobs}), machine.total_nodes)
     failures = failure_list(settings, machine, trace.jobs)
     if failures is not None:
         machine.failures = build_predictor(settings.predictor, failures, machine,

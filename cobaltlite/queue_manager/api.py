@@ -253,13 +253,15 @@ class ComponentAPI:
     @Pyro5.api.oneway
     def estimate_starts(self, backfill: str, window: int, failed: list[str],
                         places: dict[str, list[str]],
-                        partitions: dict[str, Any] | None = None) -> None:
+                        partitions: dict[str, Any] | None = None,
+                        slack: dict[str, Any] | None = None) -> None:
         """After a scheduling pass: estimate the queued jobs' start times again, in the
         background (queue_manager/estimates.py), for the pass's settings, components out of
-        service, queue -> places mappings and queue layout (its partitions as the system sends
-        them; None: no layout)."""
+        service, queue -> places mappings, queue layout (its partitions as the system sends
+        them; None: no layout) and slack scheme (the scheduler's settings and memory,
+        `SlackState.to_wire`; None: not under slack backfilling)."""
         if self._estimator is not None:
-            self._estimator.request(backfill, window, failed, places, partitions)
+            self._estimator.request(backfill, window, failed, places, partitions, slack)
 
     def ping(self) -> str:
         return "queue-manager"

@@ -33,13 +33,15 @@ from cobaltlite.queue_manager.newest import NewestOnly
 from cobaltlite.reservations.cost import NO_COST, reservation_cost
 from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill, check_window
+from cobaltlite.scheduler.slack import SlackState
 
 log = structlog.get_logger("start-estimates")
 
 _HOLDING = (states.STARTING, states.RUNNING, states.KILLING, states.EXITING)
-_Request = tuple[Backfill, int, list[str], dict[str, PlaceSet], QueuePartitions | None]
-"""What an estimate is asked for: backfilling, window, failed components, queue places and
-the queue layout's partitions."""
+_Request = tuple[Backfill, int, list[str], dict[str, PlaceSet], QueuePartitions | None,
+                 SlackState | None]
+"""What an estimate is asked for: backfilling, window, failed components, queue places, the
+queue layout's partitions and the scheduler's slack settings and memory."""
 _RUNNING_FIELDS = ("nodes", "walltime", "submittime", "user", "project", "queue", "starttime",
                    "location")
 
@@ -56,21 +58,27 @@ class StartEstimator:
                                                         self._estimate_and_keep)
 
     def request(self, backfill: str, window: int, failed: list[str],
-                places: dict[str, list[str]], partitions: dict[str, Any] | None = None
-                ) -> None:
+                places: dict[str, list[str]], partitions: dict[str, Any] | None = None,
+                slack: dict[str, Any] | None = None) -> None:
         """Estimate again (soon, in the estimator's thread) for a scheduler with these
-        settings, these components out of service, these queue -> places mappings and this
-        queue layout's partitions (`QueuePartitions.to_wire`; None: no layout).
+        settings, these components out of service, these queue -> places mappings, this
+        queue layout's partitions (`QueuePartitions.to_wire`; None: no layout) and this slack
+        state (`SlackState.to_wire`; None: not under slack backfilling).
         Raises ValueError on bad settings."""
         try:
             laid_out = None if partitions is None else QueuePartitions.from_wire(partitions)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValueError(f"queue partitions: not as QueuePartitions.to_wire gives them: "
                              f"{exc!r}") from None
+        try:
+            remembered = None if slack is None else SlackState.from_wire(slack)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"slack state: not as SlackState.to_wire gives it: {exc!r}"
+                             ) from None
         self._worker.submit((
             Backfill(backfill), check_window(window), [str(name) for name in failed],
             {str(queue): frozenset(map(str, where)) for queue, where in places.items()},
-            laid_out))
+            laid_out, remembered))
 
     def _estimate_and_keep(self, request: _Request) -> None:
         try:
@@ -83,19 +91,21 @@ class StartEstimator:
             self.last_error = str(exc)
 
     def estimate(self, backfill: Backfill, window: int, failed: list[str],
-                 places: dict[str, PlaceSet], partitions: QueuePartitions | None = None
-                 ) -> dict[int, float]:
+                 places: dict[str, PlaceSet], partitions: QueuePartitions | None = None,
+                 slack: SlackState | None = None) -> dict[int, float]:
         """{jobid: estimated start} for the runnable queued jobs, now."""
-        return self.estimate_with_cost(backfill, window, failed, places, partitions)[0]
+        return self.estimate_with_cost(backfill, window, failed, places, partitions,
+                                       slack)[0]
 
     def estimate_with_cost(self, backfill: Backfill, window: int, failed: list[str],
                            places: dict[str, PlaceSet],
-                           partitions: QueuePartitions | None = None
+                           partitions: QueuePartitions | None = None,
+                           slack: SlackState | None = None
                            ) -> tuple[dict[int, float], dict[str, float]]:
         """The estimates, and what the reservations cost now (reservations/cost.py): with a
         reservation booked, the queue is estimated a second time without any. With
         `partitions` (the live queue layout's) the fork schedules by them, as the scheduler
-        does."""
+        does; with `slack` (the scheduler's) it starts from the slack scheme's memory."""
         manager = self._manager
         now = manager.clock.now()
         by_policy, _adjusted, queue_rows = manager.runnable_jobs(now)
@@ -121,7 +131,7 @@ class StartEstimator:
             return estimate_start_times(machine, now, running, jobs,
                                         policies[manager.default_policy], backfill, window,
                                         queue_rows, policies, places, holding,
-                                        partitions=partitions)
+                                        partitions=partitions, slack=slack)
 
         starts = estimate(queued, reservations)
         if not reservations:

@@ -298,6 +298,18 @@ class PartitionedPass:
         self._queue_manager = queue_manager
         self._layout: _Layout | None = None
         self._schedulers: dict[AnyRegion, tuple[Scheduler, _RegionSite | _BlockSite]] = {}
+        self._remembered: dict[str, Mapping[int, tuple[float, float]]] = {}
+        """Slack memory by region name for the regions' schedulers yet to be made."""
+
+    def remember_slack(self, expected: Mapping[str, Mapping[int, tuple[float, float]]]) -> None:
+        """Each region's scheduler, when made, starts with `expected[its name]` as its slack
+        memory (`Scheduler.resume_slack`)."""
+        self._remembered = dict(expected)
+
+    def slack_memory(self) -> dict[str, dict[int, tuple[float, float]]]:
+        """A copy of each region's slack memory, by region name."""
+        return {region.name: dict(scheduler.slack.expected)
+                for region, (scheduler, _) in self._schedulers.items()}
 
     def _regions(self, partitions: QueuePartitions, machine: Machine) -> _Layout:
         layout = self._layout
@@ -372,6 +384,7 @@ class PartitionedPass:
         if entry is None:
             site = region.site(self._queue_manager)
             entry = (self._make_scheduler(site, site, site.reservations), site)
+            entry[0].slack.expected = dict(self._remembered.pop(region.name, {}))
             self._schedulers[region] = entry
         scheduler, site = entry
         site.begin(machine, jobs, fixed_order, now, windows)

@@ -65,7 +65,7 @@ from cobaltlite.reservations.model import Window
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
 from cobaltlite.scheduler.partitioned import PartitionedPass
 from cobaltlite.scheduler.plan import NEVER, KeptPlan
-from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings
+from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings, SlackState
 
 
 @dataclass(slots=True)
@@ -121,6 +121,20 @@ class Scheduler:
                                  reservations, self.slack.settings)
             self._partitioned = PartitionedPass(make, self.queue_manager)
         return self._partitioned
+
+    def slack_state(self) -> SlackState:
+        """A copy of this scheduler's slack settings and memory, its regions' too."""
+        expected = {"": dict(self.slack.expected)}
+        if self._partitioned is not None:
+            expected.update(self._partitioned.slack_memory())
+        return SlackState(self.slack.settings, expected)
+
+    def resume_slack(self, state: SlackState) -> None:
+        """Schedule from now on with `state`'s slack settings and memory (a forked replay
+        starting where another scheduler is); call before the first pass. `state` is copied."""
+        self.slack = SlackBackfill(state.settings)
+        self.slack.expected = dict(state.expected.get("", {}))
+        self._by_partition().remember_slack(state.expected)
 
     def iterate(self) -> PassReport:
         report = PassReport()

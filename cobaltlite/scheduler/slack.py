@@ -27,10 +27,11 @@ picks one (steps 8-11, `choose`); the scheduler starts it and backfills the rest
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from cobaltlite.errors import InputError
 from cobaltlite.machine.flat import FlatPlanner
@@ -309,6 +310,44 @@ class SlackBackfill:
         n = len(ranked)
         return Candidate(chosen, late / n, early / n, (total - idle + busy) / total,
                          frozenset(starts), planned, planner)
+
+
+@dataclass(frozen=True, slots=True)
+class SlackState:
+    """A scheduler's slack settings and memory, for a forked replay (the start estimates) to
+    begin where the scheduler is: the deadlines depend on when each job was first seen and on
+    its expected start then, so a fork with empty memory could start other jobs.
+
+    `expected`: `SlackBackfill.expected` by scheme, "" the scheduler's own, else a queue
+    layout region's (`PartitionedPass`, by region name)."""
+
+    settings: SlackSettings
+    expected: Mapping[str, Mapping[int, tuple[float, float]]]
+
+    def for_jobs(self, jobids: Collection[int]) -> SlackState:
+        """A copy remembering only `jobids` (the jobs still queued)."""
+        return SlackState(self.settings, {
+            scheme: {jobid: seen for jobid, seen in memory.items() if jobid in jobids}
+            for scheme, memory in self.expected.items()})
+
+    def to_wire(self) -> dict[str, Any]:
+        """JSON-safe: the settings by name (the goal as its name) and one row per remembered
+        job, [scheme, jobid, first seen, expected start or None for never]."""
+        settings = {f.name: getattr(self.settings, f.name) for f in fields(SlackSettings)}
+        settings["goal"] = str(self.settings.goal)
+        return {"settings": settings,
+                "expected": [[scheme, jobid, first, start if math.isfinite(start) else None]
+                             for scheme, memory in self.expected.items()
+                             for jobid, (first, start) in memory.items()]}
+
+    @classmethod
+    def from_wire(cls, wire: Mapping[str, Any]) -> SlackState:
+        """The inverse of `to_wire`; ValueError (settings) or KeyError/TypeError on bad input."""
+        expected: dict[str, dict[int, tuple[float, float]]] = {}
+        for scheme, jobid, first, start in wire["expected"]:
+            expected.setdefault(str(scheme), {})[int(jobid)] = (
+                float(first), math.inf if start is None else float(start))
+        return cls(SlackSettings.from_mapping(wire["settings"]), expected)
 
 
 def _starts_now(ranked: Sequence[SchedulableJob], planned: Mapping[int, float],
