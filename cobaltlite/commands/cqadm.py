@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cobaltlite.choices import BUILTIN_POLICIES
-from cobaltlite.commands import layout
 from cobaltlite.commands.common import (
     CommandError,
     CommandParser,
@@ -156,7 +155,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.layout is not None:
         if args.targets:
             raise CommandError("--layout takes no queue or job arguments")
-        return layout.set_layout(args.layout, args.force)
+        # Imported here: the layout checks pull in the machine models, which would triple the
+        # start-up of every other cqadm call (0.07 s to 0.22 s of CPU).
+        from cobaltlite.commands.layout import set_layout
+
+        return set_layout(args.layout, args.force)
     if args.setjobid is not None:
         if args.targets:
             raise CommandError("-j takes no queue or job arguments")
