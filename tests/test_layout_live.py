@@ -88,6 +88,8 @@ def test_an_admins_layout_places_queues_on_their_partitions_and_survives_a_resta
     path = layout_file(flat, LAYOUT)
     refused(flat.command("partadm", "--layout", str(path), account=ALICE, accounts=accounts),
             ADMIN_ONLY)
+    refused(flat.command("cqadm", "--layout", str(path), account=ALICE, accounts=accounts),
+            f"setting a queue layout (partadm/cqadm --layout) {ADMIN_ONLY}")
     assert ok(flat.command("partadm", "--layout-show", account=ALICE, accounts=accounts)) \
         .startswith("no queue layout")
     assert "small" not in ok(flat.command("cqadm", "--getq"))
@@ -141,7 +143,9 @@ BAD_LAYOUTS = [
 
 def test_bad_layouts_are_refused_naming_file_and_key_and_change_nothing(
         flat: Instance, accounts: Accounts) -> None:
-    ok(flat.command("partadm", "--layout", str(layout_file(flat, LAYOUT))))
+    # cqadm --layout is the same change as partadm --layout (issue 17: "cqadm and partadm can
+    # also set it").
+    ok(flat.command("cqadm", "--layout", str(layout_file(flat, LAYOUT))))
     for name, text, message in BAD_LAYOUTS:
         path = layout_file(flat, text, f"{name.replace(' ', '-')}.yaml")
         refused(flat.command("partadm", "--layout", str(path)), f"{path}: ")

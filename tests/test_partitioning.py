@@ -219,3 +219,23 @@ def test_configure_queues_says_why_a_history_cannot_be_partitioned(
     assert main(["configure-queues", "--trace", str(trace), "--machine", "flat:32",
                  "--method", "pp"]) == 1
     assert "lower bounds need 64 nodes; the machine has 32" in capsys.readouterr().err
+
+
+def test_configure_queues_names_a_job_no_queue_takes_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cobaltlite.qsim.cli import main
+
+    # The classes take 1-8 nodes; job 3 asks for 20 (as the study's classes leave out the
+    # jobs wider than half the machine, D002-22).
+    trace = _swf(tmp_path / "history.swf", [(1, 0, 60, 4, 0), (2, 10, 60, 8, 0),
+                                            (3, 20, 60, 20, 0)])
+    classes = tmp_path / "classes.yaml"
+    classes.write_text("machine_nodes: 32\ncommon_pool: 0\nqueues:\n"
+                       "  - {name: small, nodes: 32, jobs: [{nodes: [1, 8]}]}\n")
+    out = tmp_path / "layout.yaml"
+    assert main(["configure-queues", "--trace", str(trace), "--machine", "flat:32",
+                 "--layout", str(classes), "--method", "pp", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "job 3 (20 nodes, 60 s requested, queue '0') belongs to no queue of the layout" in err
+    assert "give the layout a job class that takes it" in err
+    assert not out.exists()

@@ -97,7 +97,8 @@ def build_parser() -> CommandParser:
                         "each gets its job sizes and times as limits; kept across restarts")
     action.add_argument("--layout-show", dest="action", action="store_const",
                         const="layout-show", help="show the active queue layout: each queue's "
-                        "partition, the sizes and times it takes, the common pool and tau_pf")
+                        "partition, the sizes and times it takes, its priority and starvation "
+                        "time, the common pool and tau_pf, and the nodes outside the layout")
     action.add_argument("--layout-clear", dest="action", action="store_const",
                         const="layout-clear", help="no queue layout any more: every queue "
                         "runs on the whole machine again (the queues and limits stay)")

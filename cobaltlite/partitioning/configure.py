@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from cobaltlite.choices import LAYOUT_METHODS as METHODS
 from cobaltlite.errors import InputError
 from cobaltlite.partitioning.evaluate import Evaluation, PartitionEvaluator
-from cobaltlite.partitioning.layout import QueueLayout
+from cobaltlite.partitioning.layout import QueueLayout, unrouted_error
 from cobaltlite.partitioning.proportional import (
     admits_limits,
     cpu_hours,
@@ -81,8 +81,7 @@ def configure_layout(jobs: Sequence[TraceJob], layout: QueueLayout, total: int,
         raise InputError("the history holds no job")
     routed, unrouted = layout.route(jobs)
     if unrouted:
-        raise InputError(f"job {unrouted[0].jobid} ({unrouted[0].nodes} nodes, queue "
-                         f"{unrouted[0].queue!r}) belongs to no queue of the layout")
+        raise unrouted_error(unrouted[0])
     admitted = admits_limits(layout.queues, total)
     largest = [smallest_partition(q, routed[q.name], admitted) for q in layout.queues]
     if settings.method == "pp":

@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from cobaltlite.errors import InputError
 from cobaltlite.machine.description import FlatDescription
 from cobaltlite.machine.flat import FlatMachine
-from cobaltlite.partitioning.layout import JobClass, PartitionedQueue, QueueLayout
+from cobaltlite.partitioning.layout import (
+    JobClass,
+    PartitionedQueue,
+    QueueLayout,
+    unrouted_error,
+)
 from cobaltlite.policy.utility import builtin_policy
 from cobaltlite.qsim.engine import Qsim
 from cobaltlite.qsim.outcome import JobOutcome
@@ -125,8 +130,7 @@ class PartitionEvaluator:
         routed = [layout.route(self.jobs) for layout in layouts]
         for layout, (_, unrouted) in zip(layouts, routed, strict=True):
             if layout.pool == 0 and unrouted:
-                raise InputError(f"job {unrouted[0].jobid} ({unrouted[0].nodes} nodes, queue "
-                                 f"{unrouted[0].queue!r}) belongs to no queue of the layout")
+                raise unrouted_error(unrouted[0])
         missing: dict[tuple[tuple[JobClass, ...], int], list[TraceJob]] = {}
         for layout, (by_queue, _) in zip(layouts, routed, strict=True):
             for q in layout.queues:

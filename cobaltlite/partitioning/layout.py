@@ -200,6 +200,16 @@ class QueueLayout:
                                      "queue")
 
 
+def unrouted_error(job: TraceJob) -> InputError:
+    """The error for a history job that no queue of a layout takes, naming what routes it (its
+    size, requested time and trace queue) and the two ways out."""
+    return InputError(
+        f"job {job.jobid} ({job.nodes} nodes, {job.requested_time:g} s requested, queue "
+        f"{job.queue!r}) belongs to no queue of the layout; give the layout a job class that "
+        "takes it, or leave such jobs out of the history (as the study leaves out jobs wider "
+        "than half the machine: docs/hybrid-queues.md, D002-22)")
+
+
 def _job_class_yaml(c: JobClass) -> dict[str, Any]:
     out: dict[str, Any] = {"nodes": [c.min_nodes, c.max_nodes]}
     if c.sources:

@@ -124,16 +124,16 @@ class SystemControlAPI:
         return self._service.administer(action, _components(places), queues, force, by)
 
     def set_queue_layout(self, yaml_text: str, dry_run: bool = False) -> dict[str, Any]:
-        """Check a queue layout (partadm --layout; YAML, docs/hybrid-queues.md) and, unless
-        `dry_run`, make it the active one from the scheduler's next pass, kept across restarts.
-        Blank text removes the layout. Admin only, a dry run too: partadm asks it before it
-        creates queues, so a plain user is refused before anything changes. Returns each
-        queue's nodes, the pool and the rest as node ranges."""
+        """Check a queue layout (partadm or cqadm --layout; YAML, docs/hybrid-queues.md) and,
+        unless `dry_run`, make it the active one from the scheduler's next pass, kept across
+        restarts. Blank text removes the layout. Admin only, a dry run too: partadm asks it
+        before it creates queues, so a plain user is refused before anything changes. Returns
+        each queue's nodes, the pool and the rest as node ranges."""
         if not isinstance(yaml_text, str) or len(yaml_text) > MAX_LAYOUT_TEXT:
             raise ValueError(f"give the queue layout as YAML text of at most "
                              f"{MAX_LAYOUT_TEXT} characters")
-        by = self._require_admin("partadm --layout" if yaml_text.strip()
-                                 else "partadm --layout-clear")
+        by = self._require_admin("setting a queue layout (partadm/cqadm --layout)"
+                                 if yaml_text.strip() else "partadm --layout-clear")
         if not isinstance(dry_run, bool):
             raise ValueError("dry_run must be true or false")
         return self._service.set_queue_layout(yaml_text, dry_run, by)

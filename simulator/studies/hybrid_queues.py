@@ -8,6 +8,11 @@ D002-22); jobs wider than half the machine are left out for every strategy alike
 OUT/TRACE-half.swf.gz). The first replayed month is configured from the month before it; each
 strategy is `qsim --queue-layout CLASSES --reconfigure monthly --method M` over the same months
 (FCFS, EASY inside each partition). Writes OUT/TRACE/METHOD/summary.json and OUT/table.md.
+The summaries kept in the repository (simulator/studies/hybrid_queues/results/TRACE/METHOD.json)
+are tabulated again without a run by
+
+    python simulator/studies/hybrid_queues.py --out simulator/studies/hybrid_queues/results \
+        --table-only
 """
 
 from __future__ import annotations
@@ -83,12 +88,28 @@ def change(new: float | None, old: float | None) -> float | None:
     return None if new is None or not old else 100.0 * (new - old) / old
 
 
+def month_weighted(months: list[dict[str, Any]], queue: str) -> float:
+    """A queue's utilization over the months: each month's (node-seconds its jobs ran in the
+    month over the machine's) weighted by the month's length."""
+    seconds = sum(m["end"] - m["start"] for m in months)
+    return sum(m["queues"][queue]["utilization"] * (m["end"] - m["start"])
+               for m in months) / seconds
+
+
+def summary_path(out: Path, study: str, method: str) -> Path:
+    """Where a run's summary is: OUT/TRACE/METHOD/summary.json as a run writes it, or
+    OUT/TRACE/METHOD.json as the repository keeps it (results/)."""
+    run_dir = out / study / method / "summary.json"
+    return run_dir if run_dir.exists() else out / study / f"{method}.json"
+
+
 def table(study: str, results: dict[str, Any]) -> list[str]:
     """The Markdown of one trace's runs (the methods run so far, when --table-only)."""
     methods = [m for m in METHODS if m in results]
     h = [f"### {study}", ""]
     months = [m["month"] for m in results["whole"]["months"]]
-    h.append("Mean wait (h) per month, all queues; bounded slowdown and utilization in brackets:")
+    h.append("Mean wait (h) per month, all queues; maximum wait (h), mean bounded slowdown and "
+             "utilization in brackets:")
     h.append("")
     h.append("| month | " + " | ".join(methods) + " |")
     h.append("|---" * (len(methods) + 1) + "|")
@@ -96,11 +117,12 @@ def table(study: str, results: dict[str, Any]) -> list[str]:
         cells = []
         for method in methods:
             m = results[method]["months"][k]
-            cells.append(f"{m['mean_wait'] / 3600:.2f} ({m['mean_bounded_slowdown']:.0f}, "
-                         f"{m['utilization']:.0%})")
+            cells.append(f"{m['mean_wait'] / 3600:.2f} ({m['max_wait'] / 3600:.0f}, "
+                         f"{m['mean_bounded_slowdown']:.0f}, {m['utilization']:.0%})")
         h.append(f"| {month} | " + " | ".join(cells) + " |")
     h.append("")
-    h.append("Per queue (mean wait h / max wait h, over the months):")
+    h.append("Per queue over the months: mean wait h / max wait h (mean bounded slowdown, "
+             "utilization of the machine by the queue's jobs):")
     h.append("")
     queues = list(results["whole"]["months"][0]["queues"])
     h.append("| queue | " + " | ".join(methods) + " |")
@@ -112,7 +134,9 @@ def table(study: str, results: dict[str, Any]) -> list[str]:
             jobs = sum(r["jobs"] for r in rows)
             mean = sum(r["mean_wait"] * r["jobs"] for r in rows) / jobs if jobs else 0.0
             top = max((r["max_wait"] for r in rows), default=0.0)
-            cells.append(f"{mean / 3600:.2f} / {top / 3600:.1f}")
+            bsld = sum(r["mean_bounded_slowdown"] * r["jobs"] for r in rows) / jobs if jobs else 0.0
+            cells.append(f"{mean / 3600:.2f} / {top / 3600:.1f} ({bsld:.0f}, "
+                         f"{month_weighted(results[method]['months'], q):.1%})")
         h.append(f"| {q} | " + " | ".join(cells) + " |")
     h.append("")
     for other in [m for m in ("static", "whole") if "hybrid" in results and m in results]:
@@ -140,11 +164,16 @@ def table(study: str, results: dict[str, Any]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("hybrid-study"))
-    parser.add_argument("--months", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--samples", type=int, default=100)
-    parser.add_argument("--study", choices=list(STUDIES), action="append")
+    parser.add_argument("--out", type=Path, default=Path("hybrid-study"),
+                        help="directory of the runs (default hybrid-study); with --table-only "
+                        "also the repository's simulator/studies/hybrid_queues/results")
+    parser.add_argument("--months", type=int, default=3, help="months replayed (default 3)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="processes configuring months in parallel (default 2)")
+    parser.add_argument("--samples", type=int, default=100,
+                        help="NLP partition vectors simulated per month (default 100)")
+    parser.add_argument("--study", choices=list(STUDIES), action="append",
+                        help="the trace (repeatable; default both)")
     parser.add_argument("--table-only", action="store_true",
                         help="tabulate the runs already in OUT, run nothing")
     args = parser.parse_args()
@@ -152,8 +181,8 @@ def main() -> None:
     lines = []
     for study in args.study or list(STUDIES):
         if args.table_only:
-            results = {m: json.loads((args.out / study / m / "summary.json").read_text())
-                       for m in METHODS if (args.out / study / m / "summary.json").exists()}
+            results = {m: json.loads(summary_path(args.out, study, m).read_text())
+                       for m in METHODS if summary_path(args.out, study, m).exists()}
         else:
             results = run(study, args.months, args.workers, args.samples, args.out)
         lines += table(study, results)
