@@ -303,7 +303,11 @@ def test_qsim_queue_layout_refuses_an_unrouted_job_and_writes_nothing(tmp_path: 
                  "--out", str(out))
     assert done.returncode == 1
     assert "job 2 (7 nodes, 3600 s requested, queue '1') belongs to no queue" in done.stderr
-    assert not (out / "accounting.log").exists() and not (out / "summary.json").exists()
+    assert not out.exists()  # the directory qsim made is taken away again
+    out.mkdir()  # one the user made stays, empty
+    done = _qsim("--trace", str(trace), "--machine", "flat:8", "--queue-layout", str(layout),
+                 "--out", str(out))
+    assert done.returncode == 1 and out.is_dir() and not any(out.iterdir())
 
 
 def test_qsim_queue_layout_must_match_the_machine(tmp_path: Path) -> None:

@@ -36,7 +36,10 @@ def test_slack_backfilling_starts_a_job_that_conservative_backfilling_would_hold
     assert instance.wait_for(b, {"running"}, timeout=20)["state"] == "running"
     assert instance.job(a)["state"] == "queued"
     shown = instance.command("schedctl", "--status")
-    assert shown.returncode == 0 and "slack" in shown.stdout, shown.stdout + shown.stderr
+    assert shown.returncode == 0 and "backfilling: slack" in shown.stdout, (
+        shown.stdout + shown.stderr)
+    # The settings in force, as cobaltlite.yaml gave them and Table 3 fills them in.
+    assert "lookahead 5, goal utilization" in shown.stdout and "slack_min 1.1" in shown.stdout
     assert instance.command("qdel", str(r), str(a), str(b)).returncode == 0
 
 

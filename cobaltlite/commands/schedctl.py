@@ -176,6 +176,9 @@ def _scheduler(args: Any) -> int:
             last = f", the last took {took * 1000:.0f} ms" if took is not None else ""
             print(f"passes: {status['passes']}{last}, every {status['interval']:g} s, "
                   f"backfilling: {status['backfill']}")
+            if status.get("slack"):
+                print("slack: " + ", ".join(f"{name} {value}"
+                                            for name, value in status["slack"].items()))
             if status["last_error"]:
                 print(f"last pass failed: {status['last_error']}")
             _print_tuning(status["tuning"])

@@ -454,10 +454,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [name.strip() for name in args.policy.split(",") if name.strip()]
     if not names:
         parser.error("--policy needs at least one policy name")
-    problem = _check_paths(args.trace, args.out, several=len(names) > 1)
-    if problem:
-        _say(f"qsim: error: {problem}")
-        return 1
     if args.slack_param and args.backfill != Backfill.SLACK:
         parser.error("--slack-param applies only with --backfill slack")
     slack = SlackSettings(**dict(args.slack_param))
@@ -466,10 +462,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "nor --fair-start with it")
     if args.queue_places and args.fair_start != "none":
         parser.error("--fair-start does not yet follow --queue-places: give one or the other")
-    if args.reconfigure == "monthly":
-        if len(names) > 1 or args.tuning or args.queue_places or args.fair_start != "none":
-            parser.error("--reconfigure monthly replays one policy (fcfs) with EASY and no "
-                         "--tuning, --queue-places or --fair-start")
+    monthly = args.reconfigure == "monthly"
+    if monthly and (len(names) > 1 or args.tuning or args.queue_places
+                    or args.fair_start != "none"):
+        parser.error("--reconfigure monthly replays one policy (fcfs) with EASY and no "
+                     "--tuning, --queue-places or --fair-start")
+    # An --out directory qsim makes is taken away again if bad input stops it before it writes.
+    made_out = args.out is not None and not args.out.exists()
+    problem = _check_paths(args.trace, args.out, several=len(names) > 1)
+    if problem:
+        _say(f"qsim: error: {problem}")
+        return 1
+    if monthly:
         from rich.console import Console
 
         from cobaltlite.partitioning.monthly import run_command
@@ -477,8 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return run_command(args, Console(stderr=True, soft_wrap=True))
         except CobaltliteError as exc:
-            _say(f"qsim: error: {exc}")
-            return 1
+            return _stopped(exc, args.out if made_out else None)
     reports = []
     try:
         tuning = _tuning(args.tuning)
@@ -520,8 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     report = replay(settings, factory)
             reports.append((report, time.perf_counter() - began))
     except CobaltliteError as exc:
-        _say(f"qsim: error: {exc}")
-        return 1
+        return _stopped(exc, args.out if made_out else None)
     first = reports[0][0]
     for label, items in (("trace lines skipped", first.trace_skipped),
                          ("jobs that fit nowhere", first.result.skipped)):
@@ -558,6 +560,15 @@ def main(argv: Sequence[str] | None = None) -> int:
              "against the trace's dates and --machine against the jobs' sizes")
         return 1
     return 0
+
+
+def _stopped(error: CobaltliteError, made_out: Path | None) -> int:
+    """Report `error` and take away the --out directory qsim made (`made_out`) if nothing was
+    written into it: bad input leaves no trace."""
+    _say(f"qsim: error: {error}")
+    if made_out is not None and made_out.is_dir() and not any(made_out.iterdir()):
+        made_out.rmdir()
+    return 1
 
 
 def _say(message: str) -> None:

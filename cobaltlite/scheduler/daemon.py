@@ -213,7 +213,9 @@ class ControlAPI:
         return {"active": loop.active, "passes": loop.passes, "interval": loop.interval,
                 "backfill": str(loop.backfill), "last_error": loop.last_error,
                 "last_pass_seconds": loop.last_pass_seconds, "tuning": loop.tuning_status(),
-                "drain_window": loop.drain_window}
+                "drain_window": loop.drain_window,
+                "slack": (loop.slack or SlackSettings()).by_name()
+                if loop.backfill is Backfill.SLACK else None}
 
     def set_tunable(self, tunable: str, value: float) -> dict[str, Any]:
         """Pin a tunable (admin): rules keep running but do not move it until it is released."""

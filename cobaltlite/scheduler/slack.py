@@ -84,6 +84,12 @@ class SlackSettings:
             out[name] = _checked(name, raw, where)
         return cls(**out)  # type: ignore[arg-type]
 
+    def by_name(self) -> dict[str, Any]:
+        """JSON-safe {setting: value}, the goal as its name: what `from_mapping` reads back."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["goal"] = str(self.goal)
+        return values
+
 
 _FACTORS = ("slack_up", "slack_down", "slack_min")
 _RANGES = ("max_ou_range", "max_su_range", "min_u_range")
@@ -333,9 +339,7 @@ class SlackState:
     def to_wire(self) -> dict[str, Any]:
         """JSON-safe: the settings by name (the goal as its name) and one row per remembered
         job, [scheme, jobid, first seen, expected start or None for never]."""
-        settings = {f.name: getattr(self.settings, f.name) for f in fields(SlackSettings)}
-        settings["goal"] = str(self.settings.goal)
-        return {"settings": settings,
+        return {"settings": self.settings.by_name(),
                 "expected": [[scheme, jobid, first, start if math.isfinite(start) else None]
                              for scheme, memory in self.expected.items()
                              for jobid, (first, start) in memory.items()]}
