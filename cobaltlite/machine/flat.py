@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from itertools import accumulate
+from itertools import accumulate, islice
 
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits, lowest_bits, mask_to_ranges, ranges_to_mask
@@ -351,12 +351,20 @@ class FlatPlanner:
         """Whether `nodes` stay free from now until `end`. A pass asks this of every waiting job
         and changes the profile only when one starts, so the running minimum of the free nodes
         (`_low[i]`: fewest free over segments 0..i) is kept until then: one bisect per job
-        instead of a walk over the segments."""
-        low = self._low
-        if low is None:
-            low = self._low = list(accumulate(self._free, min))
+        instead of a walk over the segments. It is made only as far as a job asked (a kept
+        plan's profile runs far beyond the short jobs that start now, and any reservation made
+        drops it)."""
         k = bisect_left(self._times, end)  # segments 0..k-1 start before `end`
-        return k == 0 or low[k - 1] >= nodes
+        if k == 0:
+            return True
+        low = self._low
+        if low is None or len(low) < k:
+            made = 0 if low is None else len(low)
+            more = accumulate(islice(self._free, made, k), min,
+                              initial=self._free[0] if low is None else low[-1])
+            next(more)  # the initial value, already in `low` or not a segment's
+            low = self._low = [*(low or ()), *more]  # a new list: copies share the old one
+        return low[k - 1] >= nodes
 
     def location_now(
         self, nodes: int, duration: float, allowed: PlaceSet | None = None

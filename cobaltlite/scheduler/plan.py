@@ -22,7 +22,8 @@ tests/test_kept_plan.py compares both ways pass by pass on random workloads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter
+from itertools import islice
+from operator import attrgetter, is_
 
 from cobaltlite.machine.flat import FlatMachine, FlatPlanner, returns
 from cobaltlite.scheduler.interfaces import SchedulableJob
@@ -39,12 +40,15 @@ job_key = attrgetter("jobid", "size", "wall_time")
 
 class KeptPlan:
     """The last conservative pass's plan: its planner (every reservation in it), the waiting
-    jobs in rank order with their reservations (`keys`, `starts`, `wheres`), and when the
-    running jobs give their nodes back."""
+    jobs in rank order with their reservations (`jobs`, `keys`, `starts`, `wheres`), and when
+    the running jobs give their nodes back."""
 
     def __init__(self, machine: FlatMachine, planner: FlatPlanner, now: float) -> None:
         self.machine = machine
         self.planner = planner
+        # The job objects themselves, so that a queue offering the same objects again (Qsim's
+        # ranked list) is recognised by identity, without its keys being built and compared.
+        self.jobs: list[SchedulableJob] = []
         self.keys: list[JobKey] = []
         self.starts: list[float] = []
         self.wheres: list[str] = []
@@ -54,6 +58,7 @@ class KeptPlan:
 
     def add(self, job: SchedulableJob, start: float, where: str) -> None:
         """`job`, the next in rank order, is reserved from `start` (NEVER: not at all)."""
+        self.jobs.append(job)
         self.keys.append((job.jobid, job.size, job.wall_time))
         self.starts.append(start)
         self.wheres.append(where)
@@ -70,12 +75,16 @@ class KeptPlan:
         if machine is not self.machine or machine._out != self._out:
             return None
         keys, starts = self.keys, self.starts
-        current = list(map(job_key, jobs))
         # The jobs a pass starts before its top job come off the front of the queue (in this
         # pass, or in one that started every job or filled the machine and so planned nothing).
         gone = 0
-        if keys and current and keys[0] != current[0]:
-            gone = keys.index(current[0]) if current[0] in keys else len(keys)
+        if keys and jobs and self.jobs[0] is not jobs[0]:
+            top = job_key(jobs[0])
+            if keys[0] != top:
+                try:
+                    gone = keys.index(top)
+                except ValueError:
+                    gone = len(keys)
         expected = {when: count for when, count in self._returns.items() if when > now}
         held = machine._held
         for (jobid, size, wall), start in zip(keys[:gone], starts, strict=False):
@@ -89,9 +98,7 @@ class KeptPlan:
         if returns(machine, now) != expected:
             return None  # an early end, an overdue job, a start nobody planned
         kept = len(keys) - gone
-        same = kept if keys[gone:] == current[:kept] else next(
-            (i for i, (a, b) in enumerate(zip(keys[gone:], current, strict=False)) if a != b),
-            min(kept, len(current)))
+        same = self._same_jobs(gone, jobs)
         if same and self._soonest < now and min(starts[gone:gone + same]) < now:
             # a refused start, its reservation now in the past
             same = next(i for i, s in enumerate(starts[gone:gone + same]) if s < now)
@@ -108,6 +115,18 @@ class KeptPlan:
                     return due
         return due
 
+    def _same_jobs(self, gone: int, jobs: Sequence[SchedulableJob]) -> int:
+        """How many of `jobs`, from the first, are the plan's jobs from index `gone` on: the
+        same job objects (a queued job's id, size and wall time never change; a change comes as
+        a new object, interfaces.SchedulableJob), else jobs of the same keys."""
+        both = min(len(self.keys) - gone, len(jobs))
+        if all(map(is_, islice(self.jobs, gone, gone + both), jobs)):
+            return both  # Qsim: its ranked list holds the same objects from pass to pass
+        had, current = self.keys[gone:gone + both], list(map(job_key, islice(jobs, both)))
+        if had == current:
+            return both
+        return next(i for i, (a, b) in enumerate(zip(had, current)) if a != b)
+
     def _cut(self, first: int, last: int) -> None:
         """Keep only the reservations [first, last): the ones before started, the ones after
         are given back to the planner."""
@@ -116,7 +135,7 @@ class KeptPlan:
             if start != NEVER:
                 planner.unreserve(start, wall, size)
         if first or last < len(keys):
-            for column in (keys, starts, self.wheres):
+            for column in (self.jobs, keys, starts, self.wheres):
                 del column[last:]
                 del column[:first]
             self._soonest = min(starts, default=NEVER)
@@ -125,7 +144,7 @@ class KeptPlan:
         """End of the pass: the jobs at indices `started` (of those `resume` returned) began,
         so they leave the plan; the running jobs' ends are taken as they now stand."""
         for i in reversed(started):
-            del self.keys[i], self.starts[i], self.wheres[i]
+            del self.jobs[i], self.keys[i], self.starts[i], self.wheres[i]
         if started:
             self._soonest = min(self.starts, default=NEVER)
         self._returns = returns(self.machine, now)
