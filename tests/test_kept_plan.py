@@ -29,9 +29,11 @@ def queue_config(maxrunning: int) -> list[dict[str, object]]:
         return load_queue_config(path)
 
 
-def replay(jobs, kind, policy, failures, places, limit, keep, slack=None):
+def replay(jobs, kind, policy, failures, places, limit, keep, slack=None, fresh=False):
     """Every pass (`run_recording`) and the outcome, under conservative backfilling, or under
-    slack backfilling with `slack` (a SlackBackfill) as the scheme."""
+    slack backfilling with `slack` (a SlackBackfill) as the scheme. With `fresh`, each pass is
+    offered new job objects, as the daemon's replica offers them (scheduler/remote.py), so a
+    kept plan recognises the queue by the jobs' keys, not by the objects."""
     qsim = Qsim([dataclasses.replace(j) for j in jobs], kind.build(), builtin_policy(policy),
                 Backfill.CONSERVATIVE if slack is None else Backfill.SLACK,
                 slack=None if slack is None else slack.settings, failures=failures,
@@ -40,7 +42,15 @@ def replay(jobs, kind, policy, failures, places, limit, keep, slack=None):
     qsim.scheduler.keep_plan = keep
     if slack is not None:
         qsim.scheduler.slack = slack
+    if fresh:
+        ranked, scored = qsim.ranked_jobs, qsim.schedulable_jobs
+        qsim.ranked_jobs = lambda: copies(ranked())
+        qsim.schedulable_jobs = lambda: copies(scored())
     return run_recording(qsim)
+
+
+def copies(jobs):
+    return None if jobs is None else [dataclasses.replace(job) for job in jobs]
 
 
 def run_recording(qsim: Qsim):
@@ -78,8 +88,10 @@ def assert_kept_passes_as_afresh(data, kind, jobs, slack=None):
     places = data.draw(st.sampled_from(
         [{}, {}, {}, {"default": frozenset(units[: kind.nodes // 2 + 1])}]))
     limit = data.draw(st.sampled_from([None, None, None, 2]))
+    fresh = data.draw(st.booleans())
     got, want = (replay(jobs, kind, policy, failures, places, limit, keep,
-                        None if slack is None else slack()) for keep in (True, False))
+                        None if slack is None else slack(), fresh and keep)
+                 for keep in (True, False))
     for g, w in zip(got[0], want[0], strict=True):
         assert g == w, f"pass at {w[0]}: kept plan {g}, afresh {w}"
     assert repr(got[1].outcomes) == repr(want[1].outcomes)

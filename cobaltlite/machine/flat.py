@@ -294,6 +294,15 @@ def returns(machine: FlatMachine, now: float) -> dict[float, int]:
     return ends
 
 
+def returns_in_order(machine: FlatMachine, now: float) -> tuple[list[float], list[int]]:
+    """`returns` as two lists, its times in order and their node counts: in the common case
+    copies of the machine's own profile, which are cheaper to make and compare than a dict."""
+    if not machine._out and _none_overdue(machine, now):
+        return list(machine._end_times), list(machine._end_counts)
+    ends = sorted(returns(machine, now).items())
+    return [when for when, _ in ends], [count for _, count in ends]
+
+
 def _none_overdue(machine: FlatMachine, now: float) -> bool:
     """Whether every running job's expected end is after `now`: then each gives its nodes back
     at that end, as the machine's own profile (`_end_times`, `_end_counts`) says."""

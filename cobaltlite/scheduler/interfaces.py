@@ -16,7 +16,8 @@ from cobaltlite.machine.partitions import QueuePartitions
 class SchedulableJob(Protocol):
     """A queued, runnable job as the queue manager scored it for this pass. Its jobid, size and
     wall_time do not change while the object is offered to passes (a change comes as a new
-    object): a kept conservative plan recognises an unchanged queue by its objects (plan.py)."""
+    object), and equal jobs (==) have the same three: a kept conservative plan recognises an
+    unchanged queue by its objects (scheduler/plan.py)."""
 
     jobid: int
     size: int          # nodes asked for

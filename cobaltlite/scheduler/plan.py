@@ -21,11 +21,12 @@ tests/test_kept_plan.py compares both ways pass by pass on random workloads.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import islice
-from operator import attrgetter, is_
+from operator import attrgetter
 
-from cobaltlite.machine.flat import FlatMachine, FlatPlanner, returns
+from cobaltlite.machine.flat import FlatMachine, FlatPlanner, returns, returns_in_order
 from cobaltlite.scheduler.interfaces import SchedulableJob
 
 NEVER = float("inf")
@@ -54,7 +55,7 @@ class KeptPlan:
         self.wheres: list[str] = []
         self._soonest = NEVER  # the earliest of `starts`
         self._out = machine._out
-        self._returns = returns(self.machine, now)
+        self._returns = returns_in_order(self.machine, now)
 
     def add(self, job: SchedulableJob, start: float, where: str) -> None:
         """`job`, the next in rank order, is reserved from `start` (NEVER: not at all)."""
@@ -85,19 +86,14 @@ class KeptPlan:
                     gone = keys.index(top)
                 except ValueError:
                     gone = len(keys)
-        expected = {when: count for when, count in self._returns.items() if when > now}
-        held = machine._held
-        for (jobid, size, wall), start in zip(keys[:gone], starts, strict=False):
-            end = start + wall
-            holding = held.get(jobid)
-            if holding is not None and holding[1] == size and holding[2] == end <= now + wall:
-                if end > now:
-                    expected[end] = expected.get(end, 0) + size
-            elif holding is not None or end > now:
-                return None  # it left the queue otherwise than by starting as planned
-        if returns(machine, now) != expected:
-            return None  # an early end, an overdue job, a start nobody planned
-        kept = len(keys) - gone
+        times, counts = self._returns
+        later = bisect_right(times, now)
+        if not gone:  # the same running jobs, each ending as planned: the same lists
+            if returns_in_order(machine, now) != (times[later:], counts[later:]):
+                return None  # an early end, an overdue job, a start nobody planned
+        elif not self._started_as_planned(machine, now, gone, dict(
+                zip(times[later:], counts[later:], strict=True))):
+            return None
         same = self._same_jobs(gone, jobs)
         if same and self._soonest < now and min(starts[gone:gone + same]) < now:
             # a refused start, its reservation now in the past
@@ -115,17 +111,33 @@ class KeptPlan:
                     return due
         return due
 
+    def _started_as_planned(self, machine: FlatMachine, now: float, gone: int,
+                            expected: dict[float, int]) -> bool:
+        """Whether the plan's first `gone` jobs each started where it reserved them (or have
+        ended since, at their planned end), and the running jobs are otherwise those of the
+        last pass, ending when they then were to (`expected`: time -> nodes, after now)."""
+        held = machine._held
+        for (jobid, size, wall), start in zip(self.keys[:gone], self.starts, strict=False):
+            end = start + wall
+            holding = held.get(jobid)
+            if holding is not None and holding[1] == size and holding[2] == end <= now + wall:
+                if end > now:
+                    expected[end] = expected.get(end, 0) + size
+            elif holding is not None or end > now:
+                return False  # it left the queue otherwise than by starting as planned
+        return returns(machine, now) == expected  # else an early end, an overdue job, ...
+
     def _same_jobs(self, gone: int, jobs: Sequence[SchedulableJob]) -> int:
         """How many of `jobs`, from the first, are the plan's jobs from index `gone` on: the
-        same job objects (a queued job's id, size and wall time never change; a change comes as
-        a new object, interfaces.SchedulableJob), else jobs of the same keys."""
+        same (or equal) job objects, whose keys are then the same (interfaces.SchedulableJob),
+        else jobs of the same keys."""
         both = min(len(self.keys) - gone, len(jobs))
-        if all(map(is_, islice(self.jobs, gone, gone + both), jobs)):
+        if self.jobs[gone:gone + both] == list(islice(jobs, both)):
             return both  # Qsim: its ranked list holds the same objects from pass to pass
         had, current = self.keys[gone:gone + both], list(map(job_key, islice(jobs, both)))
         if had == current:
             return both
-        return next(i for i, (a, b) in enumerate(zip(had, current)) if a != b)
+        return next(i for i, (a, b) in enumerate(zip(had, current, strict=True)) if a != b)
 
     def _cut(self, first: int, last: int) -> None:
         """Keep only the reservations [first, last): the ones before started, the ones after
@@ -147,4 +159,4 @@ class KeptPlan:
             del self.jobs[i], self.keys[i], self.starts[i], self.wheres[i]
         if started:
             self._soonest = min(self.starts, default=NEVER)
-        self._returns = returns(self.machine, now)
+        self._returns = returns_in_order(self.machine, now)
