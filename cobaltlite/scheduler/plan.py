@@ -22,8 +22,6 @@ tests/test_kept_plan.py compares both ways pass by pass on random workloads.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
-from itertools import islice
 from operator import attrgetter
 
 from cobaltlite.machine.flat import FlatMachine, FlatPlanner, returns, returns_in_order
@@ -66,7 +64,7 @@ class KeptPlan:
         if start < self._soonest:
             self._soonest = start
 
-    def resume(self, machine: FlatMachine, now: float, jobs: Sequence[SchedulableJob]
+    def resume(self, machine: FlatMachine, now: float, jobs: list[SchedulableJob]
                ) -> list[int] | None:
         """Bring the plan to `now` for `jobs` (the pass's top job and waiting jobs, in rank
         order): return the indices of the jobs whose kept reservation starts now, to be started
@@ -127,14 +125,14 @@ class KeptPlan:
                 return False  # it left the queue otherwise than by starting as planned
         return returns(machine, now) == expected  # else an early end, an overdue job, ...
 
-    def _same_jobs(self, gone: int, jobs: Sequence[SchedulableJob]) -> int:
+    def _same_jobs(self, gone: int, jobs: list[SchedulableJob]) -> int:
         """How many of `jobs`, from the first, are the plan's jobs from index `gone` on: the
         same (or equal) job objects, whose keys are then the same (interfaces.SchedulableJob),
         else jobs of the same keys."""
         both = min(len(self.keys) - gone, len(jobs))
-        if self.jobs[gone:gone + both] == list(islice(jobs, both)):
+        if self.jobs[gone:gone + both] == jobs[:both]:
             return both  # Qsim: its ranked list holds the same objects from pass to pass
-        had, current = self.keys[gone:gone + both], list(map(job_key, islice(jobs, both)))
+        had, current = self.keys[gone:gone + both], list(map(job_key, jobs[:both]))
         if had == current:
             return both
         return next(i for i, (a, b) in enumerate(zip(had, current, strict=True)) if a != b)
