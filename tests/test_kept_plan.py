@@ -30,28 +30,32 @@ def queue_config(maxrunning: int) -> list[dict[str, object]]:
 
 
 def replay(jobs, kind, policy, failures, places, limit, keep, slack=None):
-    """Every pass (time, jobs started and where, the top job's drain) and the outcome, under
-    conservative backfilling, or under slack backfilling with `slack` (a SlackBackfill) as
-    the scheme."""
+    """Every pass (`run_recording`) and the outcome, under conservative backfilling, or under
+    slack backfilling with `slack` (a SlackBackfill) as the scheme."""
     qsim = Qsim([dataclasses.replace(j) for j in jobs], kind.build(), builtin_policy(policy),
                 Backfill.CONSERVATIVE if slack is None else Backfill.SLACK,
                 slack=None if slack is None else slack.settings, failures=failures,
                 repair_time=7.0, queue_config=None if limit is None else queue_config(limit))
     qsim.queue_places = places
-    scheduler = qsim.scheduler
-    scheduler.keep_plan = keep
+    qsim.scheduler.keep_plan = keep
     if slack is not None:
-        scheduler.slack = slack
+        qsim.scheduler.slack = slack
+    return run_recording(qsim)
+
+
+def run_recording(qsim: Qsim):
+    """Run `qsim`; return each pass's (time, starts, drain, window reservations) and the
+    result."""
+    scheduler = qsim.scheduler
     passes = []
 
     def recording_pass():
         report = scheduler.iterate()
-        passes.append((qsim.clock.now(), report.started, report.drain))
+        passes.append((qsim.clock.now(), report.started, report.drain, report.reserved))
         return report
 
     qsim._run_pass = recording_pass
-    result = qsim.run()
-    return passes, result
+    return passes, qsim.run()
 
 
 @SETTINGS

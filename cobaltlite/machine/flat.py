@@ -53,7 +53,10 @@ class FlatMachine:
         self._out = 0  # failed or down: never free
         # jobid -> (node mask, node count, expected end)
         self._held: dict[int, tuple[int, int, float]] = {}
-        self._ends: dict[float, int] = {}  # expected end -> nodes held until then (planners)
+        # The running jobs' distinct expected ends, ascending, and the nodes held until each:
+        # the planners' profile, read instead of walking every held job.
+        self._end_times: list[float] = []
+        self._end_counts: list[int] = []
         self._place_sets: dict[PlaceSet, int] = {}
         # The last place find_location named and its mask: a pass allocates and commits the
         # place it was just given, so the string need not be parsed back.
@@ -124,19 +127,41 @@ class FlatMachine:
         self._hold(jobid, mask, count, expected_end)
         return count
 
+    def first_free(self, nodes: int, now: float) -> tuple[float, int] | None:
+        """(when, free): the earliest time at or after `now` when `nodes` nodes are free, the
+        running jobs ending when expected, and how many are free then. That is the start a
+        planner made now reserves for such a job (its free nodes only grow with time). None when
+        a node is out of service or a job is overdue (the planner's profile counts those its own
+        way: `returns`), or when `nodes` never fit."""
+        if self._out or not _none_overdue(self, now):
+            return None
+        times = self._end_times
+        free = list(accumulate(self._end_counts, initial=self._idle))
+        j = bisect_left(free, nodes)  # free[j]: nodes free from times[j - 1] on
+        if j == len(free):
+            return None
+        return (times[j - 1] if j else now), free[j]
+
     def _hold(self, jobid: int, mask: int, count: int, expected_end: float) -> None:
-        """Record `jobid` as holding `mask` until about `expected_end` (and in `_ends`, which
-        the planners read instead of walking every held job)."""
+        """Record `jobid` as holding `mask` until about `expected_end` (and in the profile of
+        expected ends)."""
         self._held[jobid] = (mask, count, expected_end)
-        self._ends[expected_end] = self._ends.get(expected_end, 0) + count
+        times = self._end_times
+        i = bisect_left(times, expected_end)
+        if i < len(times) and times[i] == expected_end:
+            self._end_counts[i] += count
+        else:
+            times.insert(i, expected_end)
+            self._end_counts.insert(i, count)
 
     def release(self, jobid: int) -> None:
         mask, count, end = self._held.pop(jobid)
-        left = self._ends[end] - count
-        if left:
-            self._ends[end] = left
+        times, counts = self._end_times, self._end_counts
+        k = bisect_left(times, end)
+        if counts[k] > count:
+            counts[k] -= count
         else:
-            del self._ends[end]
+            del times[k], counts[k]
         back = mask & ~self._out
         self._free |= back
         self._idle += back.bit_count()
@@ -257,9 +282,9 @@ def returns(machine: FlatMachine, now: float) -> dict[float, int]:
     Equal at two instants (the later one's entries after it) exactly when the free-node
     profiles from the later one on are equal (with the same nodes out of service)."""
     failed = machine._out
-    held_ends = machine._ends
-    if not failed and (not held_ends or min(held_ends) > now):
-        return dict(held_ends)  # no overdue job, no node out of service: kept by allocate
+    if not failed and _none_overdue(machine, now):
+        # No node out of service: the machine's own profile.
+        return dict(zip(machine._end_times, machine._end_counts, strict=True))
     ends: dict[float, int] = {}
     for mask, count, end in machine._held.values():
         when = max(end, now + OVERDUE_GRACE) if end <= now else end
@@ -267,6 +292,13 @@ def returns(machine: FlatMachine, now: float) -> dict[float, int]:
         back = (mask & ~failed).bit_count() if failed else count
         ends[when] = ends.get(when, 0) + back
     return ends
+
+
+def _none_overdue(machine: FlatMachine, now: float) -> bool:
+    """Whether every running job's expected end is after `now`: then each gives its nodes back
+    at that end, as the machine's own profile (`_end_times`, `_end_counts`) says."""
+    times = machine._end_times
+    return not times or times[0] > now
 
 
 _MERGE_AFTER = 64
@@ -280,12 +312,18 @@ class FlatPlanner:
     def __init__(self, machine: FlatMachine, now: float) -> None:
         self._machine = machine
         self._now = now
-        ends = returns(machine, now)
         self._bookings: list[tuple[float, float, int]] = []  # (start, end, node mask)
-        self._times = [now]
-        self._free = [machine._idle]
         self._low: list[int] | None = None  # see _fits_now
         self._released = 0  # reservations given back since the last _merge
+        if not machine._out and _none_overdue(machine, now):
+            # The machine's own profile, copied at C speed: the common case of every pass.
+            times = machine._end_times
+            self._times = [now, *times]
+            self._free = list(accumulate(machine._end_counts, initial=machine._idle))
+            return
+        ends = returns(machine, now)
+        self._times = [now]
+        self._free = [machine._idle]
         running_free = machine._idle
         for when in sorted(ends):
             running_free += ends[when]

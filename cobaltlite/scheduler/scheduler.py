@@ -11,7 +11,8 @@ The order of one pass, which docs/architecture.md restates for users:
 4. Backfilling, by scheme:
    * none: stop. Jobs below the candidate list wait in strict score order.
    * easy: reserve (drain) the top job's earliest place; every other job, in rank order,
-     starts if it fits now without delaying that reservation.
+     starts if it fits now without delaying that reservation. Jobs certain not to fit are not
+     asked about (`_easy_on_flat`, `_backfill_easy`; docs/architecture.md, "The EASY pass").
    * conservative: every job in rank order either starts now without delaying any earlier
      reservation, or gets a reservation of its own at its earliest time. On a flat machine the
      plan is kept between passes and resumed where it provably holds (scheduler/plan.py): the
@@ -80,6 +81,7 @@ class PassReport:
 
 
 _by_jobid = attrgetter("jobid")
+_NO_RUN = float("inf")  # no run refused yet
 _by_score = attrgetter("score")
 
 
@@ -109,6 +111,9 @@ class Scheduler:
         self.keep_plan = True
         """Resume the last conservative (or slack) plan where it holds (False: plan every pass
         afresh, the reference tests/test_kept_plan.py and tests/test_slack.py compare with)."""
+        self.easy_shortcuts = True
+        """Skip, in the EASY pass, the jobs the planner would certainly refuse (False: ask it
+        of every job, the reference tests/test_easy_shortcuts.py compares with)."""
         self._partitioned: PartitionedPass | None = None  # made at the first layout's pass
 
     def _by_partition(self) -> PartitionedPass:
@@ -193,6 +198,9 @@ class Scheduler:
             self._conservative_pass([top, *waiting], machine, now, report, booked)
             return report
 
+        if (self.backfill is Backfill.EASY and booked is None
+                and self._easy_on_flat(top, waiting, machine, now, report)):
+            return report
         if (self.backfill is Backfill.SLACK and self.keep_plan and booked is None
                 and self._places is None and isinstance(machine, FlatMachine)):
             self._slack_pass([top, *waiting], machine, now, report)
@@ -453,22 +461,81 @@ class Scheduler:
     def _backfill_easy(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner, report: PassReport
     ) -> None:
+        """Every waiting job, in rank order, starts if `location_now` places it. With
+        `easy_shortcuts`, the jobs it would certainly refuse are not asked about: during a pass
+        the plan only loses free places (each start commits one), so a job refused for a run of
+        w seconds is refused for any run of at least w of the same size and place set, until a
+        start changes the plan (docs/architecture.md, "The EASY pass")."""
         if not machine.has_free_capacity():
             return
         idle = machine.idle_nodes()
         location_now, commit, places = planner.location_now, planner.commit, self._places
-        # The idle count only falls during the loop: the jobs too large for it now are out
-        # for the whole pass, and one comprehension drops them faster than the loop would.
-        for job in [job for job in waiting if job.size <= idle]:
-            if job.size > idle:
+        # size, or (size, place set) with place sets -> the shortest run refused since the
+        # last start (left empty without the shortcuts)
+        refused: dict[object, float] = {}
+        shortest_refused, remember = refused.get, self.easy_shortcuts
+        for job in waiting:
+            size = job.size
+            if size > idle:
                 continue
-            location = location_now(
-                job.size, job.wall_time, None if places is None else places.get(job.queue))
-            if location is not None and self._start(job, location, report):
+            allowed = None if places is None else places.get(job.queue)
+            key = size if places is None else (size, allowed)
+            if job.wall_time >= shortest_refused(key, _NO_RUN):
+                continue
+            location = location_now(size, job.wall_time, allowed)
+            if location is None:
+                if remember:
+                    refused[key] = job.wall_time  # shorter than any refused before
+                continue
+            if self._start(job, location, report):
                 commit(location, job.wall_time)
                 if not machine.has_free_capacity():
                     return
                 idle = machine.idle_nodes()
+            refused.clear()  # the plan and the machine changed
+
+    def _easy_on_flat(
+        self, top: SchedulableJob, waiting: list[SchedulableJob], machine: Machine, now: float,
+        report: PassReport,
+    ) -> bool:
+        """The EASY pass (drain and backfill) on a flat machine without a planner, when the
+        plan it would make has two levels only: no place set, no reservation period (the
+        caller's), no node out of service, no job overdue. Return False, having done nothing,
+        when that does not hold.
+
+        The planner's profile then counts free nodes that only grow until the top job's
+        reservation at `shadow`, the first time it fits. A start now subtracts its nodes from a
+        prefix of the profile, so the fewest free before `shadow` are the idle nodes and from
+        `shadow` on they are `extra`, the nodes free at `shadow` beyond the top job's. A job
+        fits now exactly when its size is at most the idle nodes and it ends by `shadow` or its
+        size is at most `extra` (textbook EASY); one that ends after `shadow` takes its size
+        from `extra`. tests/test_easy_shortcuts.py compares every pass with the planner's."""
+        if not (self.easy_shortcuts and self._places is None and isinstance(machine, FlatMachine)):
+            return False
+        first = machine.first_free(top.size, now)
+        if first is None or first[0] <= now:  # (the top job never fits now: it would have started)
+            return False
+        shadow, free_then = first
+        report.drain = (top.jobid, f"{top.size} nodes", shadow)
+        idle, extra = machine.idle_nodes(), free_then - top.size
+        if not idle:
+            return True
+        # Both numbers only fall during the pass: one comprehension drops the jobs that cannot
+        # start now for the whole pass.
+        for job in [job for job in waiting if job.size <= idle
+                    and (now + job.wall_time <= shadow or job.size <= extra)]:
+            size = job.size
+            late = now + job.wall_time > shadow
+            if size > idle or (late and size > extra):
+                continue
+            location = machine.find_location(size, job.wall_time, now)
+            if location is not None and self._start(job, location, report):
+                if late:
+                    extra -= size
+                idle = machine.idle_nodes()
+                if not idle:
+                    return True
+        return True
 
     def _backfill_conservative(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
