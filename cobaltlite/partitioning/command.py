@@ -15,14 +15,13 @@ from pathlib import Path
 
 from cobaltlite.argtypes import moment, positive_int
 from cobaltlite.errors import CobaltliteError, InputError
-from cobaltlite.machine.catalog import load_description
-from cobaltlite.machine.description import FlatDescription
 from cobaltlite.partitioning.configure import (
     CHUNK_NODES,
     DEGRADATION,
     METHODS,
     ConfigureSettings,
     configure_layout,
+    flat_machine,
 )
 from cobaltlite.partitioning.evaluate import Evaluation
 from cobaltlite.partitioning.layout import QueueLayout, layout_yaml, read_layout, trace_layout
@@ -84,12 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 def configure(args: argparse.Namespace) -> tuple[QueueLayout, int, Evaluation]:
     from cobaltlite.traces.swf import read_swf
 
-    description = load_description(args.machine)
-    if not isinstance(description, FlatDescription):
-        raise InputError(f"--machine {args.machine}: the configurators size partitions "
-                         "for flat clusters (flat:N) only; on Blue Gene/P write the layout "
-                         "yourself (whole midplanes or blocks:) and replay it with qsim "
-                         "--queue-layout (docs/hybrid-queues.md)")
+    description = flat_machine(args.machine)
     total = description.nodes
     jobs: list[TraceJob] = read_swf(args.trace, processors_per_node=description.processors_per_node,
                                     start=args.start, end=args.end).jobs

@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 
 from cobaltlite.choices import LAYOUT_METHODS as METHODS
 from cobaltlite.errors import InputError
+from cobaltlite.machine.catalog import load_description
+from cobaltlite.machine.description import FlatDescription
 from cobaltlite.partitioning.evaluate import Evaluation, PartitionEvaluator
 from cobaltlite.partitioning.layout import QueueLayout, unrouted_error
 from cobaltlite.partitioning.proportional import (
@@ -62,6 +64,18 @@ class ConfigureSettings:
     def epoch_weights(self) -> tuple[float, ...]:
         """Seed 002 Table III's 1/3, 2/3, 3/3 for three epochs; k/N for N."""
         return tuple((k + 1) / self.epochs for k in range(self.epochs))
+
+
+def flat_machine(spec: str) -> FlatDescription:
+    """The machine `--machine spec` names, which must be flat: the configurators size
+    partitions in nodes (D002-25: Blue Gene/P layouts are written by hand)."""
+    description = load_description(spec)
+    if not isinstance(description, FlatDescription):
+        raise InputError(f"--machine {spec}: the configurators size partitions "
+                         "for flat clusters (flat:N) only; on Blue Gene/P write the layout "
+                         "yourself (whole midplanes or blocks:) and replay it with qsim "
+                         "--queue-layout (docs/hybrid-queues.md)")
+    return description
 
 
 def sized(layout: QueueLayout, sizes: Sequence[int]) -> QueueLayout:

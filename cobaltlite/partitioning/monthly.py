@@ -38,7 +38,12 @@ from cobaltlite.choices import MONTHLY_METHODS
 from cobaltlite.errors import InputError
 from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.partitions import QueuePartitions
-from cobaltlite.partitioning.configure import METHODS, ConfigureSettings, configure_layout
+from cobaltlite.partitioning.configure import (
+    METHODS,
+    ConfigureSettings,
+    configure_layout,
+    flat_machine,
+)
 from cobaltlite.partitioning.layout import QueueLayout, layout_yaml
 from cobaltlite.qsim.engine import Qsim
 from cobaltlite.qsim.outcome import JobOutcome
@@ -290,8 +295,6 @@ def report_lines(report: dict[str, Any]) -> list[str]:
 
 def run_command(args: Any, err: Any) -> int:
     """`qsim ... --reconfigure monthly`: plan, replay, write DIR/summary.json, print the table."""
-    from cobaltlite.machine.catalog import load_description
-    from cobaltlite.machine.description import FlatDescription
     from cobaltlite.partitioning.layout import read_layout
     from cobaltlite.policy.utility import builtin_policy
     from cobaltlite.qsim.joblog import AccountingObserver
@@ -302,12 +305,7 @@ def run_command(args: Any, err: Any) -> int:
                          "every month's configuration starts from)")
     if args.start is None or args.end is None:
         raise InputError("--reconfigure monthly needs --start and --end (the months replayed)")
-    description = load_description(args.machine)
-    if not isinstance(description, FlatDescription):
-        raise InputError(f"--machine {args.machine}: the configurators size partitions "
-                         "for flat clusters (flat:N) only; on Blue Gene/P write the layout "
-                         "yourself (whole midplanes or blocks:) and replay it with qsim "
-                         "--queue-layout (docs/hybrid-queues.md)")
+    description = flat_machine(args.machine)
     total = description.nodes
     layout, layout_nodes = read_layout(args.queue_layout)
     if layout_nodes != total:
