@@ -39,24 +39,26 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cobaltlite.clock import VirtualClock
 from cobaltlite.errors import InputError
-from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.jobs import lifecycle, queues
 from cobaltlite.jobs.lifecycle import JobStatus
 from cobaltlite.jobs.queues import QueueLoad, SettingError
 from cobaltlite.machine.model import Machine, PlaceSet
-from cobaltlite.machine.partitions import QueuePartitions
-from cobaltlite.partitioning.layout import QueueLayout
 from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, UsageLedger
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySamples, JobOutcome
-from cobaltlite.reservations.model import Reservation, Window
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
-from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.traces.model import TraceJob
+
+if TYPE_CHECKING:  # failures, queue layouts and reservations are imported where a replay uses them
+    from cobaltlite.faults.sources import FailureEvent
+    from cobaltlite.machine.partitions import QueuePartitions
+    from cobaltlite.partitioning.layout import QueueLayout
+    from cobaltlite.reservations.model import Reservation, Window
+    from cobaltlite.scheduler.slack import SlackSettings
 
 DEFAULT_REPAIR_TIME = 1200.0
 """Seconds a failed component is out of service: seed 003 §VI-A3's 20-minute reboot."""
@@ -175,6 +177,8 @@ class Qsim:
         self.partitions: QueuePartitions | None = None
         """The layout's partitions and pool, as the scheduler reads them (None: none)."""
         if queue_layout is not None:
+            from cobaltlite.machine.partitions import QueuePartitions
+
             self.partitions = QueuePartitions.from_layout(queue_layout, machine, layout_source)
             jobs = routed_jobs(jobs, queue_layout)
         self.queue_places: dict[str, PlaceSet] = {}

@@ -57,16 +57,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import permutations
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from cobaltlite.choices import MAX_WINDOW, Backfill
 from cobaltlite.clock import Clock
 from cobaltlite.machine.flat import FlatMachine, FlatPlanner
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
-from cobaltlite.reservations.model import Window
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
-from cobaltlite.scheduler.partitioned import PartitionedPass
 from cobaltlite.scheduler.plan import NEVER, KeptPlan
 from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings, SlackState
+
+if TYPE_CHECKING:  # imported where used: a replay without reservations or a layout never loads them
+    from cobaltlite.reservations.model import Window
+    from cobaltlite.scheduler.partitioned import PartitionedPass
 
 
 @dataclass(slots=True)
@@ -120,6 +123,8 @@ class Scheduler:
         """The per-region passes of a queue layout (cobaltlite/scheduler/partitioned.py):
         each region is scheduled by a Scheduler of its own, with this one's settings."""
         if self._partitioned is None:
+            from cobaltlite.scheduler.partitioned import PartitionedPass
+
             def make(queue_manager: QueueManagerView, system: SystemView,
                      reservations: Callable[[], Sequence[Window]]) -> Scheduler:
                 return Scheduler(queue_manager, system, self.clock, self.backfill, self.window,
