@@ -53,10 +53,11 @@ def test_a_flat_replay_imports_no_daemon_yaml_or_optional_feature_code(tmp_path:
                 or m.startswith(("cobaltlite.tuning", "cobaltlite.reservations",
                                  "cobaltlite.commands", "cobaltlite.rpc", "cobaltlite.qsim.eet",
                                  "cobaltlite.qsim.fairness", "cobaltlite.qsim.unfairness",
-                                 # queue layouts (seed 002) and generated failures (seed 003)
+                                 # queue layouts (seed 002), generated failures (seed 003),
+                                 # slack backfilling (seed 001)
                                  "cobaltlite.partitioning", "cobaltlite.machine.partitions",
                                  "cobaltlite.machine.block_layout", "cobaltlite.faults.sources",
-                                 "cobaltlite.scheduler.partitioned"))}
+                                 "cobaltlite.scheduler.partitioned", "cobaltlite.scheduler.slack"))}
     assert unneeded == set()
 
 

@@ -94,6 +94,8 @@ class PassInputs:
 
 @dataclass(frozen=True)
 class UtilityFunction:
+    """A named policy: the function, the inputs it reads, its options and its adapter."""
+
     name: str
     function: Callable[..., Any]
     parameters: tuple[str, ...]

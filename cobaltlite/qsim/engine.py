@@ -118,6 +118,8 @@ class PassHook(Protocol):
 
 @dataclass
 class ReplayResult:
+    """What a replay produced: each job's outcome, the capacity samples and the counts."""
+
     outcomes: list[JobOutcome]
     samples: CapacitySamples
     machine_nodes: int

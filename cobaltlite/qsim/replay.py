@@ -35,7 +35,6 @@ from cobaltlite.qsim.metrics import compute_metrics
 from cobaltlite.qsim.queue_metrics import queue_metrics
 from cobaltlite.qsim.summary_json import summary_text
 from cobaltlite.scheduler.scheduler import Backfill
-from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.traces.model import TraceJob, TraceReadResult, select_window
 from cobaltlite.traces.swf import read_swf
 
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
     from cobaltlite.qsim.eet import ShareModel
     from cobaltlite.qsim.fairness import Settings as FairnessSettings
     from cobaltlite.qsim.fairness import SettingsAt
+    from cobaltlite.scheduler.slack import SlackSettings
     from cobaltlite.tuning.scheme import TuningScheme
     from cobaltlite.tuning.tuner import Tuner
 
@@ -59,6 +59,9 @@ BGP_CORES_PER_NODE = 4
 
 @dataclass
 class ReplaySettings:
+    """Everything a replay is asked to do: the trace, machine, policy and scheme, and the
+    options of `qsim` (cobaltlite/qsim/cli.py) that shape it."""
+
     trace: Path
     machine: str
     policy: UtilityFunction
@@ -113,6 +116,8 @@ class ReplaySettings:
 
 @dataclass
 class ReplayReport:
+    """A replay's settings, result and metrics, and what its JSON summary says."""
+
     settings: ReplaySettings
     result: ReplayResult
     metrics: dict[str, Any]
@@ -139,8 +144,7 @@ class ReplayReport:
             "jobs_skipped_unplaceable": len(self.result.skipped),
             "scheduling_passes": self.result.passes,
             "window": s.window,
-            **({"slack": dataclasses.asdict(s.slack or SlackSettings())}
-               if s.backfill is Backfill.SLACK else {}),
+            **({"slack": self.slack_settings()} if s.backfill is Backfill.SLACK else {}),
             "tuning": None if self.tuner is None or s.tuning is None else {
                 "scheme": s.tuning.describe(),
                 "changes": [change.as_record() for change in self.tuner.changes],
@@ -150,6 +154,11 @@ class ReplayReport:
             "metrics": self.metrics,
             **({"failure_model": self.failure_model()} if s.has_failures else {}),
         }
+
+    def slack_settings(self) -> dict[str, Any]:
+        from cobaltlite.scheduler.slack import SlackSettings  # only slack backfilling loads it
+
+        return dataclasses.asdict(self.settings.slack or SlackSettings())
 
     def failure_model(self) -> dict[str, Any]:
         s = self.settings

@@ -65,11 +65,13 @@ from cobaltlite.machine.flat import FlatMachine, FlatPlanner
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
 from cobaltlite.scheduler.plan import NEVER, KeptPlan
-from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings, SlackState
 
-if TYPE_CHECKING:  # imported where used: a replay without reservations or a layout never loads them
+# Imported where used: a replay without reservations, a queue layout or slack backfilling never
+# loads them.
+if TYPE_CHECKING:
     from cobaltlite.reservations.model import Window
     from cobaltlite.scheduler.partitioned import PartitionedPass
+    from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings, SlackState
 
 
 @dataclass(slots=True)
@@ -108,7 +110,8 @@ class Scheduler:
         self.backfill = Backfill(backfill)
         self.window = check_window(window)
         self.reservations = reservations
-        self.slack = SlackBackfill(slack)
+        self._slack_settings = slack
+        self._slack: SlackBackfill | None = None  # made at the first slack pass
         self._places: Mapping[str, PlaceSet] | None = None  # this pass's queue -> place set
         self._kept: KeptPlan | None = None  # the last conservative pass's plan
         self.keep_plan = True
@@ -132,16 +135,33 @@ class Scheduler:
             self._partitioned = PartitionedPass(make, self.queue_manager)
         return self._partitioned
 
+    @property
+    def slack(self) -> SlackBackfill:
+        """Seed 001's memory and search (Backfill.SLACK), with this scheduler's settings."""
+        if self._slack is None:
+            from cobaltlite.scheduler.slack import SlackBackfill
+
+            self._slack = SlackBackfill(self._slack_settings)
+        return self._slack
+
+    @slack.setter
+    def slack(self, backfill: SlackBackfill) -> None:
+        self._slack = backfill
+
     def slack_state(self) -> SlackState:
         """A copy of this scheduler's slack settings and memory, its regions' too."""
         expected = {"": dict(self.slack.expected)}
         if self._partitioned is not None:
             expected.update(self._partitioned.slack_memory())
+        from cobaltlite.scheduler.slack import SlackState
+
         return SlackState(self.slack.settings, expected)
 
     def resume_slack(self, state: SlackState) -> None:
         """Schedule from now on with `state`'s slack settings and memory (a forked replay
         starting where another scheduler is); call before the first pass. `state` is copied."""
+        from cobaltlite.scheduler.slack import SlackBackfill
+
         self.slack = SlackBackfill(state.settings)
         self.slack.expected = dict(state.expected.get("", {}))
         self._by_partition().remember_slack(state.expected)
