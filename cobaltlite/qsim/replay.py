@@ -193,7 +193,8 @@ def policy_named(
 
 def detect_format(path: Path) -> str:
     """Guess a trace's format from its first meaningful line."""
-    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with path.open("rb") as probe:  # the magic bytes only, not the whole file
+        opener = gzip.open if probe.read(2) == b"\x1f\x8b" else open
     with opener(path, "rt", errors="replace") as stream:
         for line in stream:
             text = line.strip()
