@@ -527,22 +527,35 @@ def metric_tables(metrics: Mapping[str, Any], *, title: str) -> list[TextTable]:
 _HEAVY_HEAD = ("┏━┳┓", "┃ ┃┃", "┡━╇┩", "│ ││", "├─┼┤", "└─┴┘")
 _SQUARE = ("┌─┬┐", "│ ││", "├─┼┤", "│ ││", "├─┼┤", "└─┴┘")
 # Characters whose width and meaning rich and `plain_text` agree on: printable ASCII and the
-# few symbols the tables use. Markup ("[") and emoji names (":name:") are left to rich.
+# few symbols the tables use. Markup ("[") is left to rich, and so is an emoji code.
 _PLAIN_SAFE = frozenset(map(chr, range(0x20, 0x7F))) - {"["} | {"≤", "–"}
-_EMOJI_LIKE = ":[^\\s:]*:"
+_EMOJI_CODE = r"(:(\S*?)(?:(?:\-)(emoji|text))?:)"
+"""rich's pattern of an emoji code (rich/_emoji_replace.py): ":name:" prints as the emoji where
+rich knows the name (":smile:"), as written where it does not (a machine "flat:144:8")."""
+
+
+def _names_an_emoji(texts: Sequence[str]) -> bool:
+    import re
+
+    names = [code[1].lower() for text in texts for code in re.findall(_EMOJI_CODE, text)]
+    if not names:
+        return False
+    try:
+        from rich._emoji_codes import EMOJI  # the table alone: a few ms, not all of rich
+    except ImportError:
+        return True
+    return any(name in EMOJI for name in names)
 
 
 def plain_text(tables: Sequence[TextTable], width: int) -> str | None:
     """The tables as rich prints them to a file or pipe (no colours) `width` columns wide, or
-    None where that takes rich itself: a cell or title with other characters, a table or title
-    wider than the page. rich's import and layout are most of a short replay's printing."""
-    import re
-
+    None where that takes rich itself: a cell or title with other characters or an emoji code,
+    a table or title wider than the page. rich's import and layout are most of a short replay's
+    printing."""
     out = []
     for table in tables:
         texts = [table.title, *(c for c, _ in table.columns), *(c for r in table.rows for c in r)]
-        if not _PLAIN_SAFE.issuperset("".join(texts)) or any(
-                re.search(_EMOJI_LIKE, text) for text in texts):
+        if not _PLAIN_SAFE.issuperset("".join(texts)) or _names_an_emoji(texts):
             return None
         cells = ([[c for c, _ in table.columns]] if table.header else []) + [
             list(row) for row in table.rows]
