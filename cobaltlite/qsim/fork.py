@@ -196,7 +196,7 @@ class WaitingColumns:
     """
 
     def __init__(self, jobs: Sequence[SimJob], machine: Machine, policy: UtilityFunction,
-                 fixed: bool) -> None:
+                 fixed: bool, reserving: bool = False) -> None:
         import numpy as np
 
         self._np = np
@@ -207,6 +207,7 @@ class WaitingColumns:
         self._index = {job.jobid: i for i, job in enumerate(self._jobs)}
         self._policy = policy
         self._fixed = fixed
+        self._reserving = reserving
         self._size = np.array([job.size for job in self._jobs], dtype=np.int64)
         # A job no place can hold is never the top job (the pass passes over it): leave it out.
         self._waiting = np.array([machine.allocation_size(job.size) is not None
@@ -227,6 +228,8 @@ class WaitingColumns:
         kept = waiting & (self._size <= idle)
         if not kept.any():
             return []
+        if self._reserving:
+            return self._ranked_to_the_last_that_fits(idle, now, inputs)
         others = np.flatnonzero(waiting & ~kept)
         jobs = self._jobs
         if self._fixed:
@@ -248,7 +251,40 @@ class WaitingColumns:
             else:
                 kept[contenders[0]] = True
         chosen = np.flatnonzero(kept)
+        return self._in_exact_order(chosen[np.argsort(-scores[chosen], kind="stable")],
+                                    scores, now, inputs)
+
+    def _ranked_to_the_last_that_fits(self, idle: int, now: float, inputs: PassInputs
+                                      ) -> list[SimJob]:
+        """Conservative backfilling (`reserving`): the waiting jobs in rank order up to the
+        last one that fits the idle nodes. Every job ranked before it may matter (its
+        reservation may keep a later job from starting now); the jobs after it cannot start
+        in this pass, and their reservations come after every job that could."""
+        np = self._np
+        waiting = self._waiting
+        inputs.now = now
+        scores = self._scores(now, inputs)
+        if not np.isfinite(scores[waiting]).all():
+            jobs = self._jobs
+            return self._ranked_exactly([jobs[i] for i in np.flatnonzero(waiting).tolist()],
+                                        now, inputs)
+        chosen = np.flatnonzero(waiting)
         chosen = chosen[np.argsort(-scores[chosen], kind="stable")]
+        close = scores[chosen]
+        magnitude = np.abs(close)
+        apart = close[:-1] - close[1:] > SCORE_BAND * (magnitude[:-1] + magnitude[1:])
+        last = int(np.flatnonzero(self._size[chosen] <= idle)[-1])
+        # Past the jobs whose array scores nearly tie with the last that fits: the exact
+        # order may put any of them before it.
+        beyond = np.flatnonzero(apart[last:])
+        cut = last + 1 + (int(beyond[0]) if beyond.size else len(chosen) - 1 - last)
+        return self._in_exact_order(chosen[:cut], scores, now, inputs)
+
+    def _in_exact_order(self, chosen: Any, scores: Any, now: float, inputs: PassInputs
+                        ) -> list[SimJob]:
+        """The jobs of the index array `chosen`, ranked by their array `scores`, in the exact
+        rank order: near ties scored again one by one."""
+        np = self._np
         ranked = list(self._objects[chosen])
         close = scores[chosen]  # highest first
         size = np.abs(close)
@@ -333,6 +369,8 @@ def estimate_start_times(
     prune = prune and not reservations and partitions is None
     fork.fixed_order = prune and rank_is_fixed(policy, backfill, window, queue_config, policies)
     in_one_go = prune and scores_in_one_go(policy, backfill, window, queue_config, policies)
+    reserving = prune and scored_conservative_in_one_go(machine, policy, backfill, window,
+                                                        queue_config, policies)
     fork.queue_places = dict(queue_places or {})
     planned = prune and plan_is_the_schedule(machine, policy, backfill, window, queue_config,
                                              policies, fork.queue_places, queued)
@@ -358,8 +396,8 @@ def estimate_start_times(
             else:
                 _plan_the_rest(fork, machine, now, waiting)
             return fork.starts
-        if fork.fixed_order or in_one_go:
-            fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order)
+        if fork.fixed_order or in_one_go or reserving:
+            fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order, reserving)
         fork.run_forward()
     finally:
         for jobid in list(machine.held_by()):
@@ -418,6 +456,19 @@ def scores_in_one_go(policy: UtilityFunction, backfill: Backfill, window: int,
     (`WaitingColumns`): the pruning holds and `policy` scores arrays."""
     return policy.scores_arrays and _pruning_holds(policy, backfill, window, queue_config,
                                                    policies)
+
+
+def scored_conservative_in_one_go(
+        machine: Machine, policy: UtilityFunction, backfill: Backfill, window: int,
+        queue_config: Sequence[Mapping[str, Any]] | None = None,
+        policies: Mapping[str, UtilityFunction] | None = None) -> bool:
+    """True when an estimate's conservative passes may be handed their jobs ranked from array
+    scores (`WaitingColumns` with `reserving`): W = 1 and the rank conditions, `policy` scores
+    arrays, and the machine is Blue Gene/P, whose conservative pass keeps no plan between
+    passes (a flat machine's kept plan would see a pass the fork skips)."""
+    return (backfill is Backfill.CONSERVATIVE and policy.scores_arrays
+            and isinstance(machine, BGPMachine) and _rank_holds(policy, window, queue_config,
+                                                                policies))
 
 
 def _pruning_holds(policy: UtilityFunction, backfill: Backfill, window: int,

@@ -591,15 +591,20 @@ class Scheduler:
     ) -> int:
         """The index of the first job from `first` on that the planner would start now as it
         stands (len(waiting): none), each job skipped entered in the `refused` memo."""
+        places, shortest_refused = self._places, refused.get
         for i in range(first, len(waiting)):
             job = waiting[i]
-            if job.size > idle:
+            size = job.size
+            if size > idle:
                 continue
-            allowed = self._allowed(job)
-            key = self._size_key(job, allowed)
-            if job.wall_time >= refused.get(key, _NO_RUN):
+            if places is None:  # the common case, inline: the pass may look far ahead
+                allowed, key = None, size
+            else:
+                allowed = places.get(job.queue)
+                key = (size, allowed)
+            if job.wall_time >= shortest_refused(key, _NO_RUN):
                 continue
-            if planner.location_now(job.size, job.wall_time, allowed) is not None:
+            if planner.location_now(size, job.wall_time, allowed) is not None:
                 return i
             refused[key] = job.wall_time
         return len(waiting)
