@@ -115,7 +115,8 @@ _MAPPED_PLACES = {"flat:8": MAPPED["mapped"],
 
 @settings(max_examples=80, deadline=None)
 @given(spec=st.sampled_from(sorted(_MAPPED_PLACES)),
-       policy=st.sampled_from(["fcfs", "default", "high_prio", "wfp3", "wfp1", "fat", "fcsj"]),
+       policy=st.sampled_from(["fcfs", "default", "high_prio", "wfp3", "wfp1", "fat", "fcsj",
+                                 "unicef"]),
        backfill=st.sampled_from([Backfill.EASY, Backfill.NONE, Backfill.CONSERVATIVE]),
        running=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 60)), max_size=4),
        queued=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 60), st.integers(0, 100),

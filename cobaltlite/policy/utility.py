@@ -112,8 +112,8 @@ class UtilityFunction:
 
     @property
     def scores_arrays(self) -> bool:
-        """Whether `function(**numpy arrays of the inputs)` gives the scores of a whole queue
-        (ARRAY_FUNCTIONS, with their defaults: none of them has a tunable)."""
+        """Whether a function of ARRAY_FUNCTIONS gives, from numpy arrays of the inputs, the
+        scores of a whole queue (with their defaults: none of them has a tunable)."""
         return self.function in ARRAY_FUNCTIONS and not self.options
 
     @property
@@ -287,10 +287,20 @@ def fairshare(user_usage):
     return 1.0 / (1.0 + user_usage)
 
 
-ARRAY_FUNCTIONS = frozenset({fat, wfp1, wfp3, fcsj})
-"""Builtins written in arithmetic alone on numeric inputs: called with numpy arrays of their
-inputs, they score a whole queue in one call (qsim/fork.py's start estimates use it to find the
-jobs that matter to a pass; the exact scores still come from the per-job call)."""
+def _unicef_on_arrays(queued_time, wall_time, size):
+    """`unicef` on numpy arrays of its inputs (math.log2 and max take one number)."""
+    import numpy as np
+
+    return queued_time / (np.log2(np.maximum(size, 2)) * wall_time)
+
+
+ARRAY_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
+    fat: fat, wfp1: wfp1, wfp3: wfp3, fcsj: fcsj, unicef: _unicef_on_arrays}
+"""Builtins -> a function that, called with numpy arrays of their numeric inputs, scores a whole
+queue in one call: the builtin itself when written in arithmetic alone (qsim/fork.py's start
+estimates use it to find the jobs that matter to a pass; the exact scores still come from the
+per-job call, and the estimate scores near ties again one by one, so a last bit of difference
+between numpy's log2 and math.log2 changes no rank)."""
 
 
 # The functions above by name; the names live in cobaltlite/choices.py so that `qsim --help` can

@@ -25,6 +25,7 @@ from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.policy.utility import (
+    ARRAY_FUNCTIONS,
     JOB_INPUTS,
     PassInputs,
     UtilityFunction,
@@ -317,7 +318,8 @@ class WaitingColumns:
                        self._columns[name] if name in self._columns else getattr(inputs, name))
                 for name in policy.parameters}
         with self._np.errstate(all="ignore"):
-            return self._np.asarray(policy.function(**args), dtype=self._np.float64)
+            return self._np.asarray(ARRAY_FUNCTIONS[policy.function](**args),
+                                    dtype=self._np.float64)
 
 
 def _rank(job: SimJob) -> tuple[float, int]:

@@ -597,6 +597,7 @@ class Scheduler:
             size = job.size
             if size > idle:
                 continue
+            key: object
             if places is None:  # the common case, inline: the pass may look far ahead
                 allowed, key = None, size
             else:
