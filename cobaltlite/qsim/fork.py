@@ -217,6 +217,8 @@ class WaitingColumns:
         self._columns = {} if fixed else {
             name: np.array([getattr(job, name) for job in self._jobs])
             for name in policy.parameters if name in JOB_INPUTS and name != "queued_time"}
+        self._order = np.flatnonzero(self._waiting)
+        """Scored: the waiting jobs (positions) in the last pass's order by array score."""
 
     def started(self, jobid: int) -> None:
         self._waiting[self._index[jobid]] = False
@@ -251,9 +253,18 @@ class WaitingColumns:
                 kept[self._index[best_job.jobid]] = True
             else:
                 kept[contenders[0]] = True
-        chosen = np.flatnonzero(kept)
-        return self._in_exact_order(chosen[np.argsort(-scores[chosen], kind="stable")],
-                                    scores, now, inputs)
+        order = self._by_array_score(scores)
+        return self._in_exact_order(order[kept[order]], scores, now, inputs)
+
+    def _by_array_score(self, scores: Any) -> Any:
+        """The waiting jobs' positions by array score, highest first. The sort starts from the
+        last pass's order, which changes little from pass to pass (a stable sort of a nearly
+        sorted array is far cheaper); so equal array scores keep that order, not job id
+        order, but equal scores are near ties, which `_in_exact_order` ranks exactly."""
+        order = self._order
+        order = order[self._waiting[order]]
+        order = self._order = order[self._np.argsort(-scores[order], kind="stable")]
+        return order
 
     def _ranked_to_the_last_that_fits(self, idle: int, now: float, inputs: PassInputs
                                       ) -> list[SimJob]:
@@ -269,8 +280,7 @@ class WaitingColumns:
             jobs = self._jobs
             return self._ranked_exactly([jobs[i] for i in np.flatnonzero(waiting).tolist()],
                                         now, inputs)
-        chosen = np.flatnonzero(waiting)
-        chosen = chosen[np.argsort(-scores[chosen], kind="stable")]
+        chosen = self._by_array_score(scores)
         close = scores[chosen]
         magnitude = np.abs(close)
         apart = close[:-1] - close[1:] > SCORE_BAND * (magnitude[:-1] + magnitude[1:])
@@ -286,7 +296,7 @@ class WaitingColumns:
         """The jobs of the index array `chosen`, ranked by their array `scores`, in the exact
         rank order: near ties scored again one by one."""
         np = self._np
-        ranked = list(self._objects[chosen])
+        ranked: list[SimJob] = self._objects[chosen].tolist()
         close = scores[chosen]  # highest first
         size = np.abs(close)
         gaps = close[:-1] - close[1:] <= SCORE_BAND * (size[:-1] + size[1:])
