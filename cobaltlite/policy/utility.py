@@ -113,7 +113,7 @@ class UtilityFunction:
     @property
     def scores_arrays(self) -> bool:
         """Whether a function of ARRAY_FUNCTIONS gives, from numpy arrays of the inputs, the
-        scores of a whole queue (with their defaults: none of them has a tunable)."""
+        scores of a whole queue (with their defaults: a tunable set takes the per-job path)."""
         return self.function in ARRAY_FUNCTIONS and not self.options
 
     @property
@@ -301,8 +301,10 @@ def _unicef_on_arrays(queued_time, wall_time, size):
 
 
 ARRAY_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
-    fat: fat, wfp1: wfp1, wfp3: _wfp3_on_arrays, fcsj: fcsj, unicef: _unicef_on_arrays}
-"""Builtins -> a function that, called with numpy arrays of their numeric inputs, scores a whole
+    fat: fat, wfp1: wfp1, wfp3: _wfp3_on_arrays, fcsj: fcsj, unicef: _unicef_on_arrays,
+    balanced: balanced}
+"""Builtins -> a function that, called with numpy arrays of their numeric job inputs (the pass
+inputs, `balanced`'s queue statistics included, as numbers), scores a whole
 queue in one call: the builtin itself when written in arithmetic alone, else the same formula
 in numpy's terms (qsim/fork.py's start estimates use it to find the jobs that matter to a pass;
 the exact scores still come from the per-job call, and the estimate scores near ties again one

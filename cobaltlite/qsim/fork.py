@@ -219,9 +219,13 @@ class WaitingColumns:
             for name in policy.parameters if name in JOB_INPUTS and name != "queued_time"}
         self._order = np.flatnonzero(self._waiting)
         """Scored: the waiting jobs (positions) in the last pass's order by array score."""
+        self._queued = np.ones(len(self._jobs), dtype=bool)
+        """The jobs not started, those no place can hold included: a full pass scores them
+        all, so the queue statistics some policies read (`balanced`) are taken over them."""
 
     def started(self, jobid: int) -> None:
-        self._waiting[self._index[jobid]] = False
+        i = self._index[jobid]
+        self._waiting[i] = self._queued[i] = False
 
     def ranked_that_matter(self, idle: int, now: float, inputs: PassInputs) -> list[SimJob]:
         """The jobs a pass at `now` with `idle` idle nodes must see, in rank order; [] when no
@@ -315,21 +319,36 @@ class WaitingColumns:
 
     def _ranked_exactly(self, jobs: list[SimJob], now: float, inputs: PassInputs
                         ) -> list[SimJob]:
-        """`jobs` scored one by one (PolicyError as a full pass raises it), in rank order."""
-        for job in jobs:
+        """`jobs` scored one by one (PolicyError as a full pass raises it), in rank order.
+        A policy reading queue statistics scores the whole queue, as a full pass does, so
+        that they are the full pass's."""
+        scored = jobs
+        if self._policy.needs_queue_stats:
+            scored = [self._jobs[i] for i in self._np.flatnonzero(self._queued).tolist()]
+        for job in scored:
             job.queued_time = now - job.submit_time
-        self._policy.score_jobs(jobs, inputs)
+        self._policy.score_jobs(scored, inputs)
         return sorted(jobs, key=_rank)
 
     def _scores(self, now: float, inputs: PassInputs) -> Any:
-        """Every job's score at `now`, from one call of the policy's function on the columns."""
+        """Every job's score at `now`, from one call of the policy's function on the columns.
+        Queue statistics are those of the jobs not started: the longest queued time is now
+        less the earliest submission (a subtraction rounds monotonically), and the longest
+        and shortest wall times are exact."""
         policy = self._policy
+        if policy.needs_queue_stats:
+            queued = self._queued
+            walls = self._columns["wall_time"][queued]
+            inputs.max_queued_time = now - float(self._submit[queued].min())
+            inputs.max_wall_time, inputs.min_wall_time = walls.max().item(), walls.min().item()
         args = {name: (now - self._submit if name == "queued_time" else
                        self._columns[name] if name in self._columns else getattr(inputs, name))
                 for name in policy.parameters}
-        with self._np.errstate(all="ignore"):
-            return self._np.asarray(ARRAY_FUNCTIONS[policy.function](**args),
-                                    dtype=self._np.float64)
+        np = self._np
+        with np.errstate(all="ignore"):
+            scores = np.asarray(ARRAY_FUNCTIONS[policy.function](**args), dtype=np.float64)
+        # One number for every job (`balanced` when no job waited or every wall time is equal).
+        return np.full(len(self._jobs), scores) if scores.ndim == 0 else scores
 
 
 def _rank(job: SimJob) -> tuple[float, int]:
