@@ -337,7 +337,7 @@ class Scheduler:
             return
         cut = max((i + 1 for i, job in enumerate(waiting) if job.jobid in plan), default=0)
         before = len(report.started)
-        self._backfill_conservative(waiting[:cut], machine, planner, report)
+        self._backfill_conservative(waiting[:cut], machine, planner, report, more_after=True)
         if {jobid for jobid, _ in report.started[before:]} != plan - started:
             self._backfill_conservative(waiting[cut:], machine, planner, report)
 
@@ -543,10 +543,11 @@ class Scheduler:
 
     def _backfill_conservative(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
-        report: PassReport, kept: KeptPlan | None = None,
+        report: PassReport, kept: KeptPlan | None = None, more_after: bool = False,
     ) -> None:
         """Each job in rank order starts now if that delays no earlier reservation, else is
-        reserved at its earliest, in `kept` too when the plan is kept.
+        reserved at its earliest, in `kept` too when the plan is kept. `more_after`: the pass
+        goes on planning other jobs on `planner` after these (so all of these are reserved).
 
         Without a kept plan the reservations serve this pass alone, to keep later jobs from
         starting now (the report holds the top job's drain, made before). With
@@ -558,7 +559,7 @@ class Scheduler:
         what a shorter one does), for the rest of the pass. `_next_that_may_start` looks ahead
         with that memo; the jobs before the one it finds only need their reservations."""
         idle = machine.idle_nodes()
-        look_ahead = kept is None and self.conservative_stop
+        look_ahead = kept is None and self.conservative_stop and not more_after
         ahead = 0  # looking ahead, no job before waiting[ahead] can start now
         refused: dict[object, float] = {}  # as in _backfill_easy, never emptied: see above
         for i, job in enumerate(waiting):
