@@ -194,6 +194,10 @@ class WaitingColumns:
     again exactly, one by one as a full pass scores them, and ranked by those scores (then by
     job id). A non-finite array score (a zero wall time) sends every job to the exact scoring,
     which then fails as a full pass would.
+
+    `reserving` (conservative backfilling on Blue Gene/P, scored): a pass depends on every job
+    ranked up to the last one that fits the idle nodes, which it is handed
+    (`_ranked_to_the_last_that_fits`).
     """
 
     def __init__(self, jobs: Sequence[SimJob], machine: Machine, policy: UtilityFunction,

@@ -574,7 +574,7 @@ class Scheduler:
                     idle = machine.idle_nodes()
                     continue
                 if look_ahead:
-                    if location is None:  # no run of this size and place set is shorter
+                    if location is None:  # shorter than any run refused before for its key
                         refused[self._size_key(job, allowed)] = (
                             job.wall_time if job.size <= idle else -_NO_RUN)
                     ahead = self._next_that_may_start(waiting, i + 1, idle, planner, refused)
