@@ -61,6 +61,8 @@ from cobaltlite.traces.model import TraceJob
 DEFAULT_REPAIR_TIME = 1200.0
 """Seconds a failed component is out of service: seed 003 §VI-A3's 20-minute reboot."""
 
+_new_tuple = tuple.__new__  # makes a JobOutcome from all its fields without a Python call
+
 
 @dataclass(slots=True, eq=False)
 class SimJob:
@@ -365,7 +367,8 @@ class Qsim:
         self._dequeue(job)
         job.start_time = now
         job.location = location
-        job.end_time = now + min(job.run_time, job.wall_time)
+        # Killed at its limit if it would run longer (min(run_time, wall_time) without a call).
+        job.end_time = now + (job.wall_time if job.wall_time < job.run_time else job.run_time)
         self._running[jobid] = job
         if self._limited:
             self._loads[job.queue].started(job.user_name, job.size)
@@ -630,11 +633,12 @@ class Qsim:
             if children:
                 self._parent_ended(job, children)
         self.observer.ended(job, now, killed)
-        # Positional: keywords cost a named tuple three times as much to make, once per job.
-        self._outcomes.append(JobOutcome(
+        # Every field in order, through tuple.__new__: the named tuple's own __new__ is a Python
+        # function (and keywords cost three times as much again), once per job.
+        self._outcomes.append(_new_tuple(JobOutcome, (
             job.jobid, job.submit_time, job.start_time, now, job.size, job.allocated_nodes,
             job.wall_time, job.location, killed, job.failed_runs, job.lost_node_seconds,
-            job.user_name, job.project, job.queue))
+            job.user_name, job.project, job.queue)))
 
     def _parent_ended(self, parent: SimJob, children: list[SimJob]) -> None:
         for child in children:
