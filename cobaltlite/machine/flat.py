@@ -18,7 +18,7 @@ from collections.abc import Callable
 from itertools import accumulate, islice
 
 from cobaltlite.errors import MachineError
-from cobaltlite.machine.bits import iter_bits, lowest_bits, mask_to_ranges, ranges_to_mask
+from cobaltlite.machine.bits import iter_bits, lowest_bits_ranges, mask_to_ranges, ranges_to_mask
 from cobaltlite.machine.description import FlatDescription
 from cobaltlite.machine.model import (
     NOT_IN_SERVICE,
@@ -91,14 +91,14 @@ class FlatMachine:
         """`nodes` nodes of the mask `pool` (which has that many): the lowest-numbered, or
         those of lowest P_f over [start, end)."""
         if isinstance(self.failures, NoFailures) or self.beta <= 0:
-            mask = lowest_bits(pool, nodes)
+            mask, location = lowest_bits_ranges(pool, nodes)
         else:
             chance = self.failures.chance
             ranked = sorted(iter_bits(pool), key=lambda n: (chance(str(n), start, end), n))
             mask = 0
             for node in ranked[:nodes]:
                 mask |= 1 << node
-        location = mask_to_ranges(mask)
+            location = mask_to_ranges(mask)
         self._found = (location, mask)
         return location
 
@@ -133,9 +133,9 @@ class FlatMachine:
         planner made now reserves for such a job (its free nodes only grow with time). None when
         a node is out of service or a job is overdue (the planner's profile counts those its own
         way: `returns`), or when `nodes` never fit."""
-        if self._out or not _none_overdue(self, now):
-            return None
         times = self._end_times
+        if self._out or (times and times[0] <= now):  # (not _none_overdue, inline: every pass)
+            return None
         free = list(accumulate(self._end_counts, initial=self._idle))
         j = bisect_left(free, nodes)  # free[j]: nodes free from times[j - 1] on
         if j == len(free):
