@@ -108,10 +108,20 @@ class FlatMachine:
         return mask if location == found else ranges_to_mask(location)
 
     def allocate(self, location: str, jobid: int, expected_end: float) -> int:
-        try:
-            mask = self.location_mask(location)
-        except ValueError as exc:
-            raise MachineError(f"job {jobid}: bad location {location!r}: {exc}") from None
+        found, mask = self._found
+        if location != found:
+            try:
+                mask = ranges_to_mask(location)
+            except ValueError as exc:
+                raise MachineError(f"job {jobid}: bad location {location!r}: {exc}") from None
+        free = self._free
+        if mask & free == mask and jobid not in self._held:  # the common case: one test
+            count = mask.bit_count()
+            self._free = free ^ mask
+            self._idle -= count
+            self._hold(jobid, mask, count, expected_end)
+            return count
+        # Free nodes are in service and within the machine, so one of these holds: say which.
         if mask >> self.total_nodes:
             raise MachineError(f"job {jobid}: {location!r} names nodes beyond {self.total_nodes}")
         if mask & self._out:
@@ -119,13 +129,7 @@ class FlatMachine:
                                "of service (failed or down)")
         if mask & ~self._free:
             raise MachineError(f"job {jobid}: nodes {mask_to_ranges(mask & ~self._free)} are held")
-        if jobid in self._held:
-            raise MachineError(f"job {jobid} already holds nodes")
-        count = mask.bit_count()
-        self._free &= ~mask
-        self._idle -= count
-        self._hold(jobid, mask, count, expected_end)
-        return count
+        raise MachineError(f"job {jobid} already holds nodes")
 
     def first_free(self, nodes: int, now: float) -> tuple[float, int] | None:
         """(when, free): the earliest time at or after `now` when `nodes` nodes are free, the

@@ -1,13 +1,18 @@
 """A flat machine names the nodes it allocates in one walk over the free mask's runs
 (`lowest_bits_ranges`): the same nodes, and the same text, as taking the lowest free nodes one
-by one and writing them as `mask_to_ranges` does."""
+by one and writing them as `mask_to_ranges` does. Allocating a place checks it with one test
+when it is free, and still says why one is refused."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits, lowest_bits_ranges, mask_to_ranges, ranges_to_mask
+from cobaltlite.machine.description import FlatDescription
+from cobaltlite.machine.flat import FlatMachine
 
 
 @st.composite
@@ -40,3 +45,25 @@ def test_single_nodes_and_runs_are_named_as_in_qstat() -> None:
     assert lowest_bits_ranges(pool, 6) == (ranges_to_mask("3,5-9"), "3,5-9")
     assert lowest_bits_ranges(pool, 7) == (ranges_to_mask("3,5-9,12"), "3,5-9,12")
     assert lowest_bits_ranges(pool, 15) == (pool, "3,5-9,12-20")
+
+
+def test_allocation_takes_the_place_found_and_refuses_what_is_not_free() -> None:
+    machine = FlatMachine(FlatDescription("m", 16))
+    assert machine.allocate("0-3", 1, 100.0) == 4
+    where = machine.find_location(5, 50.0, 0.0)
+    assert where == "4-8"
+    assert machine.allocate(where, 2, 50.0) == 5
+    assert machine.idle_nodes() == 7 and machine.held_by() == {1: "0-3", 2: "4-8"}
+    machine.fail("15")
+    for location, jobid, why in [
+        ("9-16", 3, "names nodes beyond 16"),
+        ("14-15", 3, "nodes 15 are out of service"),
+        ("8-9", 3, "nodes 8 are held"),
+        ("9", 2, "job 2 already holds nodes"),
+        ("9-x", 3, "bad location"),
+    ]:
+        with pytest.raises(MachineError, match=why):
+            machine.allocate(location, jobid, 10.0)
+    assert machine.idle_nodes() == 6 and machine.held_by() == {1: "0-3", 2: "4-8"}
+    machine.release(1)
+    assert machine.find_location(6, 10.0, 0.0) == "0-3,9-10"
