@@ -54,7 +54,7 @@ reservations, conservative protects every reservation. W = 1 takes the path abov
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import permutations
 from operator import attrgetter
 
@@ -69,15 +69,22 @@ from cobaltlite.scheduler.plan import NEVER, KeptPlan
 from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings, SlackState
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class PassReport:
     """What one pass did: jobs started (id, place) and the top job's drain (id, place, start);
     with a window, `reserved` lists every window job's reservation in the order kept."""
 
-    started: list[tuple[int, str]] = field(default_factory=list)
-    drain: tuple[int, str, float] | None = None
-    reserved: list[tuple[int, str, float]] = field(default_factory=list)
-    unplaceable: list[int] = field(default_factory=list)
+    started: list[tuple[int, str]]
+    drain: tuple[int, str, float] | None
+    reserved: list[tuple[int, str, float]]
+    unplaceable: list[int]
+
+    def __init__(self) -> None:
+        # Written out: the generated one calls a factory per list, every pass (0.3 µs more).
+        self.started = []
+        self.drain = None
+        self.reserved = []
+        self.unplaceable = []
 
 
 _by_jobid = attrgetter("jobid")
@@ -191,14 +198,19 @@ class Scheduler:
         # A fixed rank order comes with bare scores, so no job passes the top one (unscored).
         while ranked is None and cut < len(jobs) and jobs[cut].score > top.threshold:
             cut += 1
-        waiting: list[SchedulableJob] = []
         backfill = self.backfill
-        for job in jobs[top_index + 1 : cut]:
-            if not self._start_now(job, machine, now, report, booked):
-                waiting.append(job)  # no place now (None) or the start refused (False)
-        if backfill is _NONE:
-            return report
-        waiting.extend(jobs[cut:])
+        if cut == top_index + 1:  # no candidate: always so in a fixed order
+            if backfill is _NONE:
+                return report
+            waiting = jobs[cut:]
+        else:
+            waiting = []
+            for job in jobs[top_index + 1 : cut]:
+                if not self._start_now(job, machine, now, report, booked):
+                    waiting.append(job)  # no place now (None) or the start refused (False)
+            if backfill is _NONE:
+                return report
+            waiting.extend(jobs[cut:])
         if backfill is _CONSERVATIVE:
             self._conservative_pass([top, *waiting], machine, now, report, booked)
             return report
