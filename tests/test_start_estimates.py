@@ -155,6 +155,45 @@ def test_passes_seeing_only_the_jobs_that_matter_estimate_as_passes_seeing_all(
     assert pruned == full
 
 
+@settings(max_examples=60, deadline=None)
+@given(spec=st.sampled_from(sorted(_MAPPED_PLACES)),
+       backfill=st.sampled_from([Backfill.EASY, Backfill.NONE, Backfill.CONSERVATIVE]),
+       running=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 60), st.integers(0, 2)),
+                        max_size=4),
+       queued=st.lists(st.tuples(st.integers(1, 5), st.integers(1, 60), st.integers(0, 100),
+                                 st.booleans(), st.integers(0, 2)), min_size=1, max_size=25))
+def test_fairshare_ranked_per_user_estimates_as_passes_scoring_every_job(
+        spec: str, backfill: Backfill, running: list[tuple[int, int, int]],
+        queued: list[tuple[int, int, int, bool, int]]) -> None:
+    """Under `fairshare` the pruned forks score one job per user at each pass (a user's jobs
+    score alike) and rank by those exact scores: the very starts of forks whose every pass
+    scores the whole queue, with several users whose usage changes as the fork starts their
+    jobs, users tied on usage (equal scores: job id order) and a queue mapped to some places."""
+    machine = _MACHINES[spec]
+    unit = machine.min_block_size
+    now = 1000.0
+    ending = []
+    for k, (size, left, user) in enumerate(running):
+        where = machine.find_location(size * unit, 60.0, now)
+        if where is None:
+            continue
+        machine.allocate(where, 1000 + k, 0.0)
+        ending.append(SimJob(1000 + k, size * unit, 60.0, 60.0, now - 100, f"u{user}", "p",
+                             "default", start_time=now - 60 + left, location=where))
+    for jobid in list(machine.held_by()):
+        machine.release(jobid)
+    waiting = [SimJob(i + 1, size * unit, float(wall), float(wall), now - 10 * age, f"u{user}",
+                      "p", "mapped" if mapped else "default")
+               for i, (size, wall, age, mapped, user) in enumerate(queued)]
+    places = {"mapped": _MAPPED_PLACES[spec]}
+    chosen = builtin_policy("fairshare")
+    pruned = estimate_start_times(machine, now, ending, waiting, chosen, backfill,
+                                  queue_places=places)
+    full = estimate_start_times(machine, now, ending, waiting, chosen, backfill,
+                                queue_places=places, prune=False)
+    assert pruned == full
+
+
 @settings(max_examples=100, deadline=None)
 @given(nodes=st.integers(4, 16), failed=st.lists(st.integers(0, 15), max_size=3),
        policy=st.sampled_from(["fcfs", "default", "high_prio"]),

@@ -119,6 +119,13 @@ class UtilityFunction:
         return self.function in ARRAY_FUNCTIONS and not self.options
 
     @property
+    def scores_per_user(self) -> bool:
+        """Whether the function reads only per-user inputs and gives a bare score
+        (PER_USER_FUNCTIONS, with their defaults): every job of a user scores alike, so one
+        call per user scores a whole queue, exactly."""
+        return self.function in PER_USER_FUNCTIONS and not self.options
+
+    @property
     def needs_user_usage(self) -> bool:
         """Whether the function reads per-user usage: callers keep usage only if some does."""
         return not USER_INPUTS.keys().isdisjoint(self.parameters)
@@ -287,6 +294,10 @@ def fairshare(user_usage):
     a user's own jobs (equal scores) keep submission order (seed 004 §4's fairshare; the
     formula is ours, docs/fairness.md)."""
     return 1.0 / (1.0 + user_usage)
+
+
+PER_USER_FUNCTIONS = frozenset({fairshare})
+"""Builtins whose score depends on the job's owner alone (`UtilityFunction.scores_per_user`)."""
 
 
 def _wfp3_on_arrays(queued_time, wall_time, size):

@@ -193,7 +193,10 @@ class WaitingColumns:
     only swap jobs whose array scores lie within SCORE_BAND of each other: those jobs are scored
     again exactly, one by one as a full pass scores them, and ranked by those scores (then by
     job id). A non-finite array score (a zero wall time) sends every job to the exact scoring,
-    which then fails as a full pass would.
+    which then fails as a full pass would. A policy scored per user (`fairshare`,
+    `UtilityFunction.scores_per_user`) is scored exactly instead: one call per user at each
+    pass (usage changes as the fork starts jobs, continuously in time, so once per instant
+    suffices, as in a full pass), ranked by score and then job id with no near tie to settle.
 
     `reserving` (conservative backfilling on Blue Gene/P, scored): a pass depends on every job
     ranked up to the last one that fits the idle nodes, which it is handed
@@ -223,6 +226,17 @@ class WaitingColumns:
             for name in policy.parameters if name in JOB_INPUTS and name != "queued_time"}
         self._order = np.flatnonzero(self._waiting)
         """Scored: the waiting jobs (positions) in the last pass's order by array score."""
+        self._exact = policy.scores_per_user
+        """The array scores are the exact ones (`_scores_per_user`): no near tie to settle."""
+        users: dict[str, SimJob] = {}
+        if self._exact:
+            for job in self._jobs:
+                users.setdefault(job.user_name, job)
+        self._one_per_user = list(users.values())
+        """With `_exact`: a job of each user; `_user`, each job's user as a position in it."""
+        numbers = {user: k for k, user in enumerate(users)}
+        self._user = np.array([numbers[job.user_name] for job in self._jobs] if users else [],
+                              dtype=np.int64)
         self._queued = np.ones(len(self._jobs), dtype=bool)
         """The jobs not started, those no place can hold included: a full pass scores them
         all, so the queue statistics some policies read (`balanced`) are taken over them."""
@@ -252,7 +266,9 @@ class WaitingColumns:
         if not np.isfinite(scores).all() and not np.isfinite(scores[waiting]).all():
             return self._ranked_exactly([jobs[i] for i in np.flatnonzero(waiting).tolist()],
                                         now, inputs)
-        if others.size:
+        if others.size and self._exact:  # the best, then the lowest job id
+            kept[others[int(scores[others].argmax())]] = True
+        elif others.size:
             best = scores[others].max()
             contenders = others[scores[others] >= best - SCORE_BAND * abs(best)]
             if contenders.size > 1:
@@ -269,6 +285,9 @@ class WaitingColumns:
         last pass's order, which changes little from pass to pass (a stable sort of a nearly
         sorted array is far cheaper); so equal array scores keep that order, not job id
         order, but equal scores are near ties, which `_in_exact_order` ranks exactly."""
+        if self._exact:  # from job id order, which a stable sort keeps between equal scores
+            order = self._np.flatnonzero(self._waiting)
+            return order[self._np.argsort(-scores[order], kind="stable")]
         order = self._order
         order = order[self._waiting[order]]
         order = self._order = order[self._np.argsort(-scores[order], kind="stable")]
@@ -289,6 +308,9 @@ class WaitingColumns:
             return self._ranked_exactly([jobs[i] for i in np.flatnonzero(waiting).tolist()],
                                         now, inputs)
         chosen = self._by_array_score(scores)
+        if self._exact:
+            last = int(np.flatnonzero(self._size[chosen] <= idle)[-1])
+            return self._objects[chosen[:last + 1]].tolist()
         close = scores[chosen]
         magnitude = np.abs(close)
         apart = close[:-1] - close[1:] > SCORE_BAND * (magnitude[:-1] + magnitude[1:])
@@ -305,6 +327,8 @@ class WaitingColumns:
         rank order: near ties scored again one by one."""
         np = self._np
         ranked: list[SimJob] = self._objects[chosen].tolist()
+        if self._exact:
+            return ranked
         close = scores[chosen]  # highest first
         size = np.abs(close)
         gaps = close[:-1] - close[1:] <= SCORE_BAND * (size[:-1] + size[1:])
@@ -340,6 +364,8 @@ class WaitingColumns:
         less the earliest submission (a subtraction rounds monotonically), and the longest
         and shortest wall times are exact."""
         policy = self._policy
+        if self._exact:
+            return self._scores_per_user(inputs)
         if policy.needs_queue_stats:
             queued = self._queued
             walls = self._columns["wall_time"][queued]
@@ -353,6 +379,16 @@ class WaitingColumns:
             scores = np.asarray(ARRAY_FUNCTIONS[policy.function](**args), dtype=np.float64)
         # One number for every job (`balanced` when no job waited or every wall time is equal).
         return np.full(len(self._jobs), scores) if scores.ndim == 0 else scores
+
+    def _scores_per_user(self, inputs: PassInputs) -> Any:
+        """Every job's exact score, from one call per user (`UtilityFunction.scores_per_user`):
+        a user's job scored as a full pass scores it. A failure gives every job a NaN, which
+        sends the pass to the exact scoring of every job, failing as a full pass does."""
+        np = self._np
+        one_per_user = self._one_per_user
+        if self._policy.score_jobs_keeping(one_per_user, inputs):
+            return np.full(len(self._jobs), np.nan)
+        return np.array([job.score for job in one_per_user])[self._user]
 
 
 def _rank(job: SimJob) -> tuple[float, int]:
@@ -488,9 +524,9 @@ def scores_in_one_go(policy: UtilityFunction, backfill: Backfill, window: int,
                      queue_config: Sequence[Mapping[str, Any]] | None = None,
                      policies: Mapping[str, UtilityFunction] | None = None) -> bool:
     """True when an estimate's passes may find the jobs that matter from array scores
-    (`WaitingColumns`): the pruning holds and `policy` scores arrays."""
-    return policy.scores_arrays and _pruning_holds(policy, backfill, window, queue_config,
-                                                   policies)
+    (`WaitingColumns`): the pruning holds and `policy` scores arrays or per user."""
+    return (policy.scores_arrays or policy.scores_per_user) and _pruning_holds(
+        policy, backfill, window, queue_config, policies)
 
 
 def scored_conservative_in_one_go(
@@ -499,11 +535,12 @@ def scored_conservative_in_one_go(
         policies: Mapping[str, UtilityFunction] | None = None) -> bool:
     """True when an estimate's conservative passes may be handed their jobs ranked from array
     scores (`WaitingColumns` with `reserving`): W = 1 and the rank conditions, `policy` scores
-    arrays, and the machine is Blue Gene/P, whose conservative pass keeps no plan between
-    passes (a flat machine's kept plan would see a pass the fork skips)."""
-    return (backfill is Backfill.CONSERVATIVE and policy.scores_arrays
-            and isinstance(machine, BGPMachine) and _rank_holds(policy, window, queue_config,
-                                                                policies))
+    arrays or per user, and the machine is Blue Gene/P, whose conservative pass keeps no plan
+    between passes (a flat machine's kept plan would see a pass the fork skips)."""
+    return (backfill is Backfill.CONSERVATIVE
+            and (policy.scores_arrays or policy.scores_per_user)
+            and isinstance(machine, BGPMachine)
+            and _rank_holds(policy, window, queue_config, policies))
 
 
 def _pruning_holds(policy: UtilityFunction, backfill: Backfill, window: int,
