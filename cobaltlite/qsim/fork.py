@@ -255,9 +255,9 @@ class WaitingColumns:
             return []
         if self._reserving:
             return self._ranked_to_the_last_that_fits(idle, now, inputs)
-        others = np.flatnonzero(waiting & ~kept)
         jobs = self._jobs
         if self._fixed:
+            others = np.flatnonzero(waiting & ~kept)
             if others.size:
                 kept[others[0]] = True
             return list(self._objects[kept])
@@ -266,19 +266,27 @@ class WaitingColumns:
         if not np.isfinite(scores).all() and not np.isfinite(scores[waiting]).all():
             return self._ranked_exactly([jobs[i] for i in np.flatnonzero(waiting).tolist()],
                                         now, inputs)
-        if others.size and self._exact:  # the best, then the lowest job id
-            kept[others[int(scores[others].argmax())]] = True
-        elif others.size:
-            best = scores[others].max()
-            contenders = others[scores[others] >= best - SCORE_BAND * abs(best)]
-            if contenders.size > 1:
-                best_job = self._ranked_exactly([jobs[i] for i in contenders.tolist()], now,
-                                                inputs)[0]
-                kept[self._index[best_job.jobid]] = True
-            else:
-                kept[contenders[0]] = True
         order = self._by_array_score(scores)
-        return self._in_exact_order(order[kept[order]], scores, now, inputs)
+        fits, close = kept[order], scores[order]
+        first = int(fits.argmin())  # the best by array score of the jobs that do not fit
+        if not fits[first]:
+            if self._exact:  # exact scores: it is the best, then the lowest job id
+                fits[first] = True
+            else:
+                # Those scoring within the band below it may rank first exactly; the order is
+                # by score, so they come before the first job scoring below the band.
+                low = close[first] - SCORE_BAND * abs(close[first])
+                end = first + 1
+                while end < len(close) and close[end] >= low:
+                    end += 1
+                contenders = [k for k in range(first, end) if not fits[k]]
+                if len(contenders) > 1:
+                    best_job = self._ranked_exactly(
+                        [jobs[order[k]] for k in contenders], now, inputs)[0]
+                    best = self._index[best_job.jobid]
+                    first = next(k for k in contenders if order[k] == best)
+                fits[first] = True
+        return self._in_exact_order(order[fits], close[fits], now, inputs)
 
     def _by_array_score(self, scores: Any) -> Any:
         """The waiting jobs' positions by array score, highest first. The sort starts from the
@@ -319,17 +327,16 @@ class WaitingColumns:
         # order may put any of them before it.
         beyond = np.flatnonzero(apart[last:])
         cut = last + 1 + (int(beyond[0]) if beyond.size else len(chosen) - 1 - last)
-        return self._in_exact_order(chosen[:cut], scores, now, inputs)
+        return self._in_exact_order(chosen[:cut], close[:cut], now, inputs)
 
-    def _in_exact_order(self, chosen: Any, scores: Any, now: float, inputs: PassInputs
+    def _in_exact_order(self, chosen: Any, close: Any, now: float, inputs: PassInputs
                         ) -> list[SimJob]:
-        """The jobs of the index array `chosen`, ranked by their array `scores`, in the exact
-        rank order: near ties scored again one by one."""
+        """The jobs of the index array `chosen`, in order of their array scores `close`
+        (highest first), in the exact rank order: near ties scored again one by one."""
         np = self._np
         ranked: list[SimJob] = self._objects[chosen].tolist()
         if self._exact:
             return ranked
-        close = scores[chosen]  # highest first
         size = np.abs(close)
         gaps = close[:-1] - close[1:] <= SCORE_BAND * (size[:-1] + size[1:])
         if not gaps.any():
