@@ -48,7 +48,13 @@ def test_a_flat_replay_imports_no_daemon_yaml_or_optional_feature_code(tmp_path:
     assert (tmp_path / "out" / "accounting.log").read_text().count(";") > 0
     unneeded = {m for m in loaded
                 if m.split(".")[0] in {"rich", "yaml", "Pyro5", "ssl", "zoneinfo", "numpy", "scipy"}
-                or m.startswith(("cobaltlite.tuning", "cobaltlite.reservations.qsim_file",
+                or m.startswith(("cobaltlite.tuning", "cobaltlite.reservations",
                                  "cobaltlite.commands", "cobaltlite.rpc", "cobaltlite.qsim.eet",
-                                 "cobaltlite.qsim.fairness", "cobaltlite.qsim.unfairness"))}
+                                 "cobaltlite.qsim.fairness", "cobaltlite.qsim.unfairness",
+                                 # queue layouts (seed 002), generated failures (seed 003),
+                                 # slack backfilling (seed 001)
+                                 "cobaltlite.partitioning", "cobaltlite.machine.partitions",
+                                 "cobaltlite.machine.block_layout", "cobaltlite.faults.sources",
+                                 "cobaltlite.scheduler.partitioned", "cobaltlite.scheduler.slack"))}
     assert unneeded == set()
+

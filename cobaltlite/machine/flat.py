@@ -18,7 +18,7 @@ from collections.abc import Callable
 from itertools import accumulate, islice
 
 from cobaltlite.errors import MachineError
-from cobaltlite.machine.bits import iter_bits, lowest_bits, mask_to_ranges, ranges_to_mask
+from cobaltlite.machine.bits import iter_bits, lowest_bits_ranges, mask_to_ranges, ranges_to_mask
 from cobaltlite.machine.description import FlatDescription
 from cobaltlite.machine.model import (
     NOT_IN_SERVICE,
@@ -91,14 +91,14 @@ class FlatMachine:
         """`nodes` nodes of the mask `pool` (which has that many): the lowest-numbered, or
         those of lowest P_f over [start, end)."""
         if isinstance(self.failures, NoFailures) or self.beta <= 0:
-            mask = lowest_bits(pool, nodes)
+            mask, location = lowest_bits_ranges(pool, nodes)
         else:
             chance = self.failures.chance
             ranked = sorted(iter_bits(pool), key=lambda n: (chance(str(n), start, end), n))
             mask = 0
             for node in ranked[:nodes]:
                 mask |= 1 << node
-        location = mask_to_ranges(mask)
+            location = mask_to_ranges(mask)
         self._found = (location, mask)
         return location
 
@@ -108,10 +108,20 @@ class FlatMachine:
         return mask if location == found else ranges_to_mask(location)
 
     def allocate(self, location: str, jobid: int, expected_end: float) -> int:
-        try:
-            mask = self.location_mask(location)
-        except ValueError as exc:
-            raise MachineError(f"job {jobid}: bad location {location!r}: {exc}") from None
+        found, mask = self._found
+        if location != found:
+            try:
+                mask = ranges_to_mask(location)
+            except ValueError as exc:
+                raise MachineError(f"job {jobid}: bad location {location!r}: {exc}") from None
+        free = self._free
+        if mask & free == mask and jobid not in self._held:  # the common case: one test
+            count = mask.bit_count()
+            self._free = free ^ mask
+            self._idle -= count
+            self._hold(jobid, mask, count, expected_end)
+            return count
+        # Free nodes are in service and within the machine, so one of these holds: say which.
         if mask >> self.total_nodes:
             raise MachineError(f"job {jobid}: {location!r} names nodes beyond {self.total_nodes}")
         if mask & self._out:
@@ -119,13 +129,7 @@ class FlatMachine:
                                "of service (failed or down)")
         if mask & ~self._free:
             raise MachineError(f"job {jobid}: nodes {mask_to_ranges(mask & ~self._free)} are held")
-        if jobid in self._held:
-            raise MachineError(f"job {jobid} already holds nodes")
-        count = mask.bit_count()
-        self._free &= ~mask
-        self._idle -= count
-        self._hold(jobid, mask, count, expected_end)
-        return count
+        raise MachineError(f"job {jobid} already holds nodes")
 
     def first_free(self, nodes: int, now: float) -> tuple[float, int] | None:
         """(when, free): the earliest time at or after `now` when `nodes` nodes are free, the
@@ -133,9 +137,9 @@ class FlatMachine:
         planner made now reserves for such a job (its free nodes only grow with time). None when
         a node is out of service or a job is overdue (the planner's profile counts those its own
         way: `returns`), or when `nodes` never fit."""
-        if self._out or not _none_overdue(self, now):
-            return None
         times = self._end_times
+        if self._out or (times and times[0] <= now):  # (not _none_overdue, inline: every pass)
+            return None
         free = list(accumulate(self._end_counts, initial=self._idle))
         j = bisect_left(free, nodes)  # free[j]: nodes free from times[j - 1] on
         if j == len(free):
