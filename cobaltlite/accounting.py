@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cobaltlite.errors import InputError
+from cobaltlite.timefmt import TWO_DIGITS
 from cobaltlite.traces.model import TraceJob, TraceReadResult
 from cobaltlite.traces.swf import ESTIMATES, read_lines
 
@@ -72,6 +73,9 @@ _DATES: dict[int, str] = {}
 """`MM/DD/YYYY ` of each day (days since the epoch) a record was written for: a replay writes
 hundreds of thousands of records over a few hundred days."""
 
+_CLOCK_MINUTES = tuple(f"{h}:{m}:" for h in TWO_DIGITS[:24] for m in TWO_DIGITS[:60])
+"""`HH:MM:` of each minute of a day: a record's clock is one of these and two digits."""
+
 
 def record_stamp(when: float) -> str:
     """`when` as `MM/DD/YYYY HH:MM:SS` in UTC, truncated to the second: a record's timestamp."""
@@ -82,9 +86,8 @@ def record_stamp(when: float) -> str:
     date = _DATES.get(day)
     if date is None:
         date = _DATES[day] = datetime.fromtimestamp(day * 86400, UTC).strftime("%m/%d/%Y ")
-    hours, in_hour = divmod(in_day, 3600)
-    minutes, seconds = divmod(in_hour, 60)
-    return f"{date}{hours:02d}:{minutes:02d}:{seconds:02d}"
+    minute, seconds = divmod(in_day, 60)
+    return f"{date}{_CLOCK_MINUTES[minute]}{TWO_DIGITS[seconds]}"
 
 
 _GOOD_NAMES: set[str] = set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from cobaltlite.accounting import (
     AccountingLog,
     format_record,
     read_accounting_log,
+    record_stamp,
 )
 from cobaltlite.errors import InputError
 from cobaltlite.jobs.records import JobFacts, end_fields, queued_fields, start_fields
@@ -45,6 +47,22 @@ def test_format_hms(seconds: float, text: str) -> None:
 def test_format_hms_rejects_negative_durations() -> None:
     with pytest.raises(ValueError, match="negative"):
         format_hms(-1)
+
+
+@given(st.one_of(st.integers(0, 10**9), st.floats(0, 10**9, allow_nan=False)))
+def test_format_hms_is_hours_minutes_seconds_of_the_rounded_duration(seconds: float) -> None:
+    """Its digits come from lookup tables (a replay formats one per record): they must say what
+    the plain arithmetic says."""
+    whole = round(seconds)
+    assert format_hms(seconds) == f"{whole // 3600:02d}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+@given(st.one_of(st.integers(-10**10, 10**10),
+                 st.floats(-10**10, 10**10, allow_nan=False).map(lambda t: round(t, 3))))
+def test_record_stamp_is_the_utc_date_and_time_truncated_to_the_second(when: float) -> None:
+    """Whole seconds go through cached dates and lookup tables, fractions through datetime:
+    both must be what datetime writes."""
+    assert record_stamp(when) == datetime.fromtimestamp(when, UTC).strftime("%m/%d/%Y %H:%M:%S")
 
 
 def test_golden_qsim_records() -> None:

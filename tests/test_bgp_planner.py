@@ -2,14 +2,18 @@
 answers every question as the scan of the reservation list it replaces: the same earliest
 start and block, the same place free now, on random plans with running jobs (overdue ones
 too), admins' reservations with and without pass-through, zero-length jobs, touching and
-overlapping reservations, `not_before`, place sets, failures, and copies of a planner."""
+overlapping reservations, `not_before`, place sets, failures, jobs started on a plan, holds
+of a given block, and copies of a planner; also far from time 0, where a sum of a time and a
+duration is rounded."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_scheduler_properties import bgp_machine
 
+from cobaltlite.errors import MachineError
 from cobaltlite.machine.bgp import BGPMachine, BGPPlanner
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.runtime import build_machine
@@ -17,50 +21,70 @@ from cobaltlite.machine.runtime import build_machine
 _INTREPID = build_machine(load_description("intrepid"))
 _FIG1 = bgp_machine()
 
-# Durations on a coarse grid so that reservations touch and overlap often; 0 is a job of zero
+# Durations on a coarse grid so that reservations touch and overlap often, with a few lengths
+# of other binary exponents (the index sorts its blocks' gaps by exponent); 0 is a job of zero
 # requested time, planned on the list by both planners.
-durations = st.sampled_from([0.0, 0.5, 5.0, 10.0, 10.0, 15.0, 20.0, 20.0, 35.0])
+durations = st.sampled_from([0.0, 0.5, 5.0, 10.0, 10.0, 15.0, 20.0, 20.0, 35.0, 0.1, 1.0, 2.5,
+                             64.0, 100.0])
+# Times from now; "book" takes them from 0 (some are past at a later now).
+offsets = st.sampled_from([0.0, 5.0, 10.0, 20.0, 25.0, 30.0, 2.5])
 operations = st.lists(st.one_of(
     st.tuples(st.just("reserve"), st.integers(0, 8), durations,
-              st.one_of(st.none(), st.sampled_from([0.0, 10.0, 20.0, 25.0])), st.booleans()),
+              st.one_of(st.none(), st.sampled_from([-5.0, 0.0, 10.0, 20.0, 25.0])), st.booleans()),
     st.tuples(st.just("now"), st.integers(0, 8), durations, st.booleans()),
     st.tuples(st.just("plan_now"), st.integers(0, 8), durations, st.booleans()),
-    st.tuples(st.just("book"), st.integers(0, 226), st.sampled_from([0.0, 5.0, 10.0, 20.0, 30.0]),
-              durations, st.booleans()),
+    st.tuples(st.just("start"), st.integers(0, 8), durations, st.booleans()),
+    st.tuples(st.just("earliest"), st.integers(0, 2**227 - 1), durations,
+              st.one_of(st.none(), st.sampled_from([0.0, 15.0]))),
+    st.tuples(st.just("hold"), st.integers(0, 226), offsets, durations),
+    st.tuples(st.just("book"), st.integers(0, 226), offsets, durations, st.booleans()),
     st.tuples(st.just("copy"),),
 ), min_size=1, max_size=60)
 
 
-def _apply(planner: BGPPlanner, op: tuple, machine: BGPMachine, allowed: frozenset[str]):
+def _apply(planner: BGPPlanner, op: tuple, machine: BGPMachine, allowed: frozenset[str],
+           now: float):
     kind = op[0]
-    if kind == "copy":
-        return None
+    names = machine.names
     if kind == "book":
         _, block, start, length, wires = op
-        planner.book(frozenset({machine.names[block % len(machine.names)]}), start,
-                     start + length, wires)
+        planner.book(frozenset({names[block % len(names)]}), start, start + length, wires)
         return None
+    if kind == "hold":
+        _, block, start, length = op
+        planner.hold(block % len(names), now + start, length)
+        return None
+    if kind == "earliest":
+        _, blocks, length, not_before = op
+        return planner.earliest_on(blocks & ((1 << len(names)) - 1), length,
+                                   None if not_before is None else now + not_before)
     size = machine.sizes[op[1] % len(machine.sizes)]
     places = allowed if op[-1] else None
     if kind == "reserve":
-        return planner.reserve_earliest(size, op[2], places, op[3])
+        return planner.reserve_earliest(size, op[2], places,
+                                        None if op[3] is None else now + op[3])
     if kind == "now":
         return planner.location_now(size, op[2], places)
+    if kind == "start":  # a job started on the plan, as the scheduler's passes do
+        location = planner.location_now(size, op[2], places)
+        if location is not None:
+            planner.commit(location, op[2])
+        return location
     return planner.plan_now(size, op[2], places)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(intrepid=st.sampled_from([False, False, True]),
+       now=st.sampled_from([0.0, 0.0, 10.0, 1e9 + 0.3]),
        running=st.lists(st.tuples(st.integers(0, 226), st.sampled_from([-5, 0, 5, 10, 20, 30])),
                         max_size=6),
        failed=st.lists(st.integers(0, 226), max_size=2),
        allowed=st.lists(st.integers(0, 226), min_size=1, max_size=12), ops=operations)
 def test_the_per_block_index_plans_as_the_reservation_list(
-        intrepid: bool, running: list[tuple[int, int]], failed: list[int],
+        intrepid: bool, now: float, running: list[tuple[int, int]], failed: list[int],
         allowed: list[int], ops: list[tuple]) -> None:
     machine = _INTREPID if intrepid else _FIG1
     names = machine.names
-    now = 0.0
     try:
         for block in failed:
             machine.fail(names[block % len(names)])
@@ -78,7 +102,8 @@ def test_the_per_block_index_plans_as_the_reservation_list(
                 scan, indexed = scan.copy(), indexed.copy()
                 scan.index_from, indexed.index_from = 10**9, 0
                 continue
-            assert _apply(scan, op, machine, places) == _apply(indexed, op, machine, places), op
+            assert (_apply(scan, op, machine, places, now)
+                    == _apply(indexed, op, machine, places, now)), op
             assert scan._reservations == indexed._reservations
     finally:
         for jobid in list(machine.held_by()):
@@ -101,3 +126,64 @@ def test_a_reservation_starting_as_a_job_would_end_leaves_its_block_to_it() -> N
         assert planner.location_now(512, 6.0) is None
         assert planner.reserve_earliest(512, 5.0) == (0.0, "B")
         assert planner.reserve_earliest(512, 5.0) == (10.0, "B")
+
+
+def test_a_gap_is_found_however_the_blocks_tails_fall() -> None:
+    """A job that fits a gap before every block's tail starts in the gap, on the first block
+    in name order that has one, and a job too long for any gap starts at the first lowest tail;
+    once a long job has been refused by a block's gaps, a short one still finds them."""
+    for index_from in (0, 10**9):
+        planner = _FIG1.planner(0.0)
+        planner.index_from = index_from
+        for block in ("A", "B", "C", "D", "E", "F", "G", "H"):
+            planner.book(frozenset({block}), 0.0, 10.0, wires=False)
+        planner.book(frozenset({"C"}), 30.0, 50.0, wires=False)  # C: a gap [10, 30)
+        planner.book(frozenset({"F"}), 25.0, 60.0, wires=False)  # F: a gap [10, 25)
+        planner.book(frozenset({"A", "B", "D", "E", "G", "H"}), 10.0, 40.0, wires=False)
+        assert planner.earliest_on(_FIG1.size_mask[512], 25.0) == (40.0, _FIG1.index["A"])
+        assert planner.earliest_on(_FIG1.size_mask[512], 20.0) == (10.0, _FIG1.index["C"])
+        assert planner.reserve_earliest(512, 15.0) == (10.0, "C")
+        assert planner.reserve_earliest(512, 15.0) == (10.0, "F")
+        assert planner.reserve_earliest(512, 15.0) == (40.0, "A")
+
+
+def test_a_reservation_ending_before_it_starts_is_refused() -> None:
+    planner = _FIG1.planner(0.0)
+    with pytest.raises(MachineError, match="cannot end"):
+        planner.hold(0, 10.0, -1.0)
+    assert planner._reservations == []
+
+
+def test_a_job_started_on_the_plan_moves_its_relatives_tails() -> None:
+    """A job started now (`commit`) holds its block and relatives until it ends, also for a
+    planner already answering from its blocks' tails."""
+    for index_from in (0, 10**9):
+        planner = _FIG1.planner(0.0)
+        planner.index_from = index_from
+        planner.book(frozenset({"H"}), 0.0, 10.0, wires=False)
+        assert planner.reserve_earliest(512, 5.0) == (0.0, "A")
+        location = planner.location_now(512, 30.0)
+        assert location == "B"
+        planner.commit(location, 30.0)
+        assert planner.earliest_on(1 << _FIG1.index["B"], 5.0) == (30.0, _FIG1.index["B"])
+        assert planner.earliest_on(1 << _FIG1.index["AB"], 5.0) == (30.0, _FIG1.index["AB"])
+
+
+def test_a_job_fits_a_gap_as_the_rounded_sum_says() -> None:
+    """Far from time 0 a job slightly longer than a gap fits it when now + duration rounds to
+    the gap's end (the walk's test); the gap bounds must not rule such a block out."""
+    now = 1e9
+    longer = 1.0 + 1e-8  # now + longer rounds to now + 1.0
+    assert now + longer == now + 1.0
+    for index_from, asked_before in ((0, True), (0, False), (10**9, True)):
+        planner = _FIG1.planner(now)
+        planner.index_from = index_from
+        for block in ("A", "B", "C", "E", "F", "G", "H"):
+            planner.book(frozenset({block}), now, now + 60.0, wires=False)
+        planner.book(frozenset({"D"}), now, now + 50.0, wires=False)
+        if asked_before:  # the index's gap bounds exist when the gap appears
+            assert planner.earliest_on(_FIG1.size_mask[512], 5.0) == (now + 50.0,
+                                                                       _FIG1.index["D"])
+        planner.book(frozenset({"D"}), now + 51.0, now + 80.0, wires=False)  # D: [50, 51) free
+        assert planner.reserve_earliest(512, longer) == (now + 50.0, "D")
+        assert planner.reserve_earliest(512, longer) == (now + 60.0, "A")

@@ -519,3 +519,22 @@ def test_flat_drain_time_is_exact_with_fractional_times(backfill):
     # reservation at 10 with no extra nodes: refused.  J2 at 10 on 0-3, J3 at 15 on 0.
     jobs = [job(1, 0, 10, 2), job(2, 9.5, 5, 4), job(3, 9.5, 0.8, 1)]
     check(replay(jobs, flat(4), backfill), {1: (0, "0-1"), 2: (10, "0-3"), 3: (15, "0")})
+
+
+def test_an_outcome_names_every_field_of_the_job() -> None:
+    """Qsim makes each JobOutcome from its fields in order, without the named tuple's checks:
+    every field must land under its own name (a swap would pass the start/place checks above)."""
+    jobs = [TraceJob(jobid=1, submit_time=10, run_time=50, requested_time=30, nodes=3,
+                     user="ann", project="climate", queue="prod"),
+            TraceJob(jobid=2, submit_time=12, run_time=20, requested_time=60, nodes=2,
+                     user="bob", project="fusion", queue="debug")]
+    outcomes = replay(jobs, flat(4), "easy")
+    assert outcomes[1] == JobOutcome(
+        jobid=1, submit_time=10, start_time=10, end_time=40, nodes=3, allocated_nodes=3,
+        requested_time=30, location="0-2", killed=True, failed_runs=0, lost_node_seconds=0.0,
+        user="ann", project="climate", queue="prod")
+    assert outcomes[2] == JobOutcome(
+        jobid=2, submit_time=12, start_time=40, end_time=60, nodes=2, allocated_nodes=2,
+        requested_time=60, location="0-1", killed=False, failed_runs=0, lost_node_seconds=0.0,
+        user="bob", project="fusion", queue="debug")
+    assert type(outcomes[1]) is JobOutcome and outcomes[1].wait == 0

@@ -115,18 +115,21 @@ _MAPPED_PLACES = {"flat:8": MAPPED["mapped"],
 
 @settings(max_examples=80, deadline=None)
 @given(spec=st.sampled_from(sorted(_MAPPED_PLACES)),
-       policy=st.sampled_from(["fcfs", "default", "high_prio", "wfp3", "wfp1", "fat", "fcsj"]),
-       backfill=st.sampled_from([Backfill.EASY, Backfill.NONE]),
+       policy=st.sampled_from(["fcfs", "default", "high_prio", "wfp3", "wfp1", "fat", "fcsj",
+                                 "unicef", "balanced"]),
+       backfill=st.sampled_from([Backfill.EASY, Backfill.NONE, Backfill.CONSERVATIVE]),
        running=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 60)), max_size=4),
-       queued=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 60), st.integers(0, 100),
+       queued=st.lists(st.tuples(st.integers(1, 5), st.integers(1, 60), st.integers(0, 100),
                                  st.booleans(), st.integers(0, 2)), min_size=1, max_size=25))
 def test_passes_seeing_only_the_jobs_that_matter_estimate_as_passes_seeing_all(
         spec: str, policy: str, backfill: Backfill, running: list[tuple[int, int]],
         queued: list[tuple[int, int, int, bool, int]]) -> None:
     """The pruned forks (fixed rank orders, and scores computed as arrays for the time-varying
-    builtins) give the very starts of forks whose every pass ranks the whole queue: on a flat
-    machine and on Blue Gene/P blocks, with a queue mapped to some places, equal scores
-    (equal submissions and requests) and queue priorities."""
+    builtins; under conservative on Blue Gene/P, the queue ranked from array scores up to the
+    last job that fits) give the very starts of forks whose every pass ranks the whole queue:
+    on a flat machine and on Blue Gene/P blocks, with a queue mapped to some places, equal
+    scores (equal submissions and requests), queue priorities, and on Blue Gene/P jobs no
+    block holds (they count in `balanced`'s queue statistics)."""
     machine = _MACHINES[spec]
     unit = machine.min_block_size  # sizes in blocks of the smallest size, so jobs fit
     now = 1000.0

@@ -119,3 +119,60 @@ def test_step_series_and_monitored_values():
     values = monitored_values(7200, s, queue_depth_seconds=600, queued_jobs=3)
     assert values["queue_depth"] == 10 and values["queued_jobs"] == 3
     assert values["utilization_1h"] == 0.5 and values["utilization_24h"] == pytest.approx(0.25)
+
+
+def series_event_by_event(outcomes, machine_nodes, step=1800.0):
+    """The series as the replay's events happen, one event at a time: the running queue sums in
+    event order and the utilization through StepSeries, read at each sample (the arithmetic
+    `time_series` must reproduce to the bit, over whole columns)."""
+    by_submit = sorted(outcomes, key=lambda o: o.submit_time)
+    by_start = sorted(outcomes, key=lambda o: o.submit_time, reverse=True)
+    by_start.sort(key=lambda o: o.start_time)
+    events = sorted([(o.start_time, 0, -o.submit_time, -1) for o in by_start]
+                    + [(o.submit_time, 1, o.submit_time, 1) for o in by_submit],
+                    key=lambda e: (e[0], e[1]))  # stable: equal starts keep their order
+    busy = StepSeries()
+    held = 0
+    for when in sorted({o.start_time for o in outcomes} | {o.end_time for o in outcomes}):
+        held += sum(o.allocated_nodes for o in outcomes if o.start_time == when)
+        held -= sum(o.allocated_nodes for o in outcomes if o.end_time == when)
+        busy.record(when, held / machine_nodes)
+    first, last = by_submit[0].submit_time, max(o.end_time for o in outcomes)
+    columns: dict[str, list[float]] = {"hours": [], "queue_depth": [], "utilization": [],
+                                       "utilization_1h": [], "utilization_10h": [],
+                                       "utilization_24h": []}
+    count, submits, done = 0, 0.0, 0
+    t = first
+    while t <= last:
+        while done < len(events) and events[done][0] <= t:
+            submits += events[done][2]
+            count += events[done][3]
+            done += 1
+        columns["hours"].append(round((t - first) / 3600.0, 6))
+        columns["queue_depth"].append(round(max(0.0, count * t - submits) / 60.0, 6) or 0.0)
+        started = busy.value_at(t) if t >= min(o.start_time for o in outcomes) else None
+        columns["utilization"].append(0.0 if started is None else round(started, 6) or 0.0)
+        for name, span in (("utilization_1h", 3600.0), ("utilization_10h", 36000.0),
+                           ("utilization_24h", 86400.0)):
+            columns[name].append(0.0 if started is None
+                                 else round(busy.average(t, span), 6) or 0.0)
+        t += step
+    return columns
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 64), st.lists(st.tuples(
+    st.integers(0, 40) | st.floats(0, 40, allow_nan=False),  # submit, in 30-min steps
+    st.integers(0, 30) | st.floats(0, 30, allow_nan=False),  # wait
+    st.integers(0, 50) | st.floats(0, 50, allow_nan=False),  # run
+    st.integers(1, 64)), min_size=1, max_size=25))
+def test_series_columns_equal_the_event_by_event_series(machine, raw):
+    # Columns computed at once (sorted events, running sums, bisection per sample) must give the
+    # figures of walking the events one by one, bit for bit: ties of starts, submissions and
+    # ends at one instant, jobs that never wait, zero-length runs, fractional times.
+    scale = 1800 / 7  # not a divisor of the step: samples fall between events
+    outcomes = [outcome(k, s * scale, (s + w) * scale, (s + w + r) * scale, min(n, machine))
+                for k, (s, w, r, n) in enumerate(raw)]
+    series = time_series(outcomes, machine)
+    expected = series_event_by_event(outcomes, machine)
+    assert {name: series[name] for name in expected} == expected

@@ -46,6 +46,7 @@ from cobaltlite.machine.catalog import load_description
 from cobaltlite.moments import utc_timestamp
 from cobaltlite.qsim.eet import ShareModel
 from cobaltlite.qsim.replay import ReplaySettings, policy_named
+from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.tuning.scheme import TuningScheme
 
 TOP_KEYS = ("name", "description", "traces", "machines", "policies", "backfill", "grid",
@@ -62,6 +63,7 @@ def _type_hints() -> dict[str, Any]:
     start-up, issue 13): they are given here."""
     try:
         return typing.get_type_hints(ReplaySettings, localns={"ShareModel": ShareModel,
+                                                              "SlackSettings": SlackSettings,
                                                               "TuningScheme": TuningScheme})
     except NameError:
         return {f.name: f.type for f in dataclasses.fields(ReplaySettings)}

@@ -12,11 +12,14 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from cobaltlite.choices import PAPER_SENSITIVITY, PAPER_SPECIFICITY, PREDICTORS
 from cobaltlite.errors import InputError
-from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.machine.model import FailureChance, Machine, NoFailures
+
+if TYPE_CHECKING:  # the failure generator, loaded only by a replay with failures
+    from cobaltlite.faults.sources import FailureEvent
 
 
 class WindowPredictor:

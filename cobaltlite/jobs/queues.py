@@ -182,6 +182,8 @@ class UserLoad:
 
 @dataclass(slots=True)
 class QueueLoad:
+    """What one queue runs now, in jobs and nodes, and its users' loads."""
+
     running: int = 0
     running_nodes: int = 0
     users: dict[str, UserLoad] = field(default_factory=dict)

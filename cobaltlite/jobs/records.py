@@ -14,6 +14,8 @@ from cobaltlite.timefmt import format_hms
 
 @dataclass(slots=True)
 class JobFacts:
+    """What the accounting records say of one job, whichever program writes them."""
+
     jobid: int
     user: str
     queue: str

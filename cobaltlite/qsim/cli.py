@@ -449,14 +449,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     from cobaltlite.qsim.queue_metrics import queue_table
     from cobaltlite.qsim.replay import ReplaySettings, replay
-    from cobaltlite.scheduler.slack import SlackSettings
 
     names = [name.strip() for name in args.policy.split(",") if name.strip()]
     if not names:
         parser.error("--policy needs at least one policy name")
     if args.slack_param and args.backfill != Backfill.SLACK:
         parser.error("--slack-param applies only with --backfill slack")
-    slack = SlackSettings(**dict(args.slack_param))
+    slack = None  # only slack backfilling reads seed 001's settings (and loads their module)
+    if args.backfill == Backfill.SLACK:
+        from cobaltlite.scheduler.slack import SlackSettings
+
+        slack = SlackSettings(**dict(args.slack_param))
     if args.queue_layout is not None and (args.queue_places or args.fair_start != "none"):
         parser.error("--queue-layout places every queue itself: give neither --queue-places "
                      "nor --fair-start with it")

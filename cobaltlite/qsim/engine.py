@@ -39,27 +39,31 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cobaltlite.clock import VirtualClock
 from cobaltlite.errors import InputError
-from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.jobs import lifecycle, queues
 from cobaltlite.jobs.lifecycle import JobStatus
 from cobaltlite.jobs.queues import QueueLoad, SettingError
 from cobaltlite.machine.model import Machine, PlaceSet
-from cobaltlite.machine.partitions import QueuePartitions
-from cobaltlite.partitioning.layout import QueueLayout
 from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, UsageLedger
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
 from cobaltlite.qsim.outcome import CapacitySamples, JobOutcome
-from cobaltlite.reservations.model import Reservation, Window
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
-from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.traces.model import TraceJob
+
+if TYPE_CHECKING:  # failures, queue layouts and reservations are imported where a replay uses them
+    from cobaltlite.faults.sources import FailureEvent
+    from cobaltlite.machine.partitions import QueuePartitions
+    from cobaltlite.partitioning.layout import QueueLayout
+    from cobaltlite.reservations.model import Reservation, Window
+    from cobaltlite.scheduler.slack import SlackSettings
 
 DEFAULT_REPAIR_TIME = 1200.0
 """Seconds a failed component is out of service: seed 003 §VI-A3's 20-minute reboot."""
+
+_new_tuple = tuple.__new__  # makes a JobOutcome from all its fields without a Python call
 
 
 @dataclass(slots=True, eq=False)
@@ -116,6 +120,8 @@ class PassHook(Protocol):
 
 @dataclass
 class ReplayResult:
+    """What a replay produced: each job's outcome, the capacity samples and the counts."""
+
     outcomes: list[JobOutcome]
     samples: CapacitySamples
     machine_nodes: int
@@ -175,6 +181,8 @@ class Qsim:
         self.partitions: QueuePartitions | None = None
         """The layout's partitions and pool, as the scheduler reads them (None: none)."""
         if queue_layout is not None:
+            from cobaltlite.machine.partitions import QueuePartitions
+
             self.partitions = QueuePartitions.from_layout(queue_layout, machine, layout_source)
             jobs = routed_jobs(jobs, queue_layout)
         self.queue_places: dict[str, PlaceSet] = {}
@@ -358,13 +366,15 @@ class Qsim:
         if self._limited and queues.run_blocker(
                 self._queues[job.queue], job.user_name, job.size, self._loads.get(job.queue)):
             return False  # an earlier start of this pass reached the queue's running limit
-        job.status = lifecycle.launched(lifecycle.start(job.status).status).status
+        status = _LAUNCHED.get(job.status)
+        job.status = status if status is not None else _launched(job.status)
         now = self.clock.now()
         job.allocated_nodes = self._machine.allocate(location, jobid, now + job.wall_time)
         self._dequeue(job)
         job.start_time = now
         job.location = location
-        job.end_time = now + min(job.run_time, job.wall_time)
+        # Killed at its limit if it would run longer (min(run_time, wall_time) without a call).
+        job.end_time = now + (job.wall_time if job.wall_time < job.run_time else job.run_time)
         self._running[jobid] = job
         if self._limited:
             self._loads[job.queue].started(job.user_name, job.size)
@@ -392,7 +402,8 @@ class Qsim:
         if job.dependencies:
             self._wait_for_parents(job)
         self.observer.submitted(job, now)
-        if job.status.held or not self._scheduled(job):
+        status = job.status
+        if (status is not lifecycle.NEW and status.held) or not self._scheduled(job):
             self._held[job.jobid] = job
         else:
             self._enqueue(job)
@@ -496,8 +507,12 @@ class Qsim:
     ) -> ReplayResult:
         """Replay to the end; `progress(jobs_finished)` is called every `progress_every` events."""
         pending, ends, queue, sizes = self._pending, self._ends, self._queue, self._sizes
-        machine, clock = self._machine, self.clock
+        machine, clock, running = self._machine, self.clock, self._running
         iterate, hook = self._run_pass, self.pass_hook
+        # Bound once: the loop below runs once per event time, its inner loops once per job.
+        advance_to, finish, submit = clock.advance_to, self._finish, self._submit
+        pop = heapq.heappop
+        has_free_capacity, idle_nodes = machine.has_free_capacity, machine.idle_nodes
         samples = CapacitySamples()
         # One sample per event: appended to its columns here, not through a method call.
         sample_time, sample_idle, sample_fits = (
@@ -515,9 +530,9 @@ class Qsim:
         # left queued while a reservation is ahead wait for it too.
         while pending or ends or (queue and (
                 repairs or (next_window < inf and next_window <= give_up))):
-            t = min(
-                pending[0].submit_time if pending else inf, ends[0][0] if ends else inf
-            )
+            t = pending[0].submit_time if pending else inf
+            if ends and ends[0][0] < t:
+                t = ends[0][0]
             if next_fault <= t:
                 t = next_fault
             if reserved:
@@ -529,10 +544,9 @@ class Qsim:
                     break
                 next_window = self._next_boundary(t)
                 self._close_ended_reservations(t)
-            clock.advance_to(t)
+            advance_to(t)
             while ends and ends[0][0] == t:
-                _, jobid = heapq.heappop(ends)
-                self._finish(self._running.pop(jobid), t)
+                finish(running.pop(pop(ends)[1]), t)
                 events += 1
             if next_fault == t:
                 next_f = self._strike(failures, next_f, t)
@@ -540,14 +554,14 @@ class Qsim:
                 next_fault = min(failures[next_f].time if next_f < len(failures) else inf,
                                  repairs[0][0] if repairs else inf)
             while pending and pending[0].submit_time == t:
-                self._submit(_sim_job(pending.popleft()), t)
+                submit(_sim_job(pending.popleft()), t)
                 events += 1
             if hook is not None:
                 hook.before_pass(t)
-            if queue and machine.has_free_capacity():
+            if queue and has_free_capacity():
                 iterate()
                 passes += 1
-            idle = machine.idle_nodes()
+            idle = idle_nodes()
             fits = bool(sizes) and sizes[0] < idle  # a queued job smaller than the idle nodes
             sample_time(t)
             sample_idle(idle)
@@ -619,17 +633,18 @@ class Qsim:
         job.status = lifecycle.ended(job.status).status
         if self._limited:
             self._loads[job.queue].remove(job.user_name, job.size, job.wall_time, running=True)
-        children = self._dependants.pop(job.jobid, None)
         if self._has_dependencies:
             self._exits[job.jobid] = job.exit_status
-        if children:
-            self._parent_ended(job, children)
+            children = self._dependants.pop(job.jobid, None)
+            if children:
+                self._parent_ended(job, children)
         self.observer.ended(job, now, killed)
-        # Positional: keywords cost a named tuple three times as much to make, once per job.
-        self._outcomes.append(JobOutcome(
+        # Every field in order, through tuple.__new__: the named tuple's own __new__ is a Python
+        # function (and keywords cost three times as much again), once per job.
+        self._outcomes.append(_new_tuple(JobOutcome, (
             job.jobid, job.submit_time, job.start_time, now, job.size, job.allocated_nodes,
             job.wall_time, job.location, killed, job.failed_runs, job.lost_node_seconds,
-            job.user_name, job.project, job.queue))
+            job.user_name, job.project, job.queue)))
 
     def _parent_ended(self, parent: SimJob, children: list[SimJob]) -> None:
         for child in children:
@@ -653,6 +668,20 @@ def routed_jobs(jobs: Sequence[TraceJob], layout: QueueLayout) -> list[TraceJob]
                 "layout a job class that takes it")
         out.append(replace(job, queue=name))
     return out
+
+
+_LAUNCHED: dict[JobStatus, JobStatus] = {}
+"""A queued job's status -> its status once started and launched, for the statuses met so far
+(a handful): a replay starts every job, and one lookup replaces two transitions."""
+
+
+def _launched(status: JobStatus) -> JobStatus:
+    """`status` through the queue manager's start and launch (lifecycle raises Refused if the
+    job may not start), remembered in _LAUNCHED."""
+    running = lifecycle.launched(lifecycle.start(status).status).status
+    if not status.waiting_on:  # as lifecycle remembers: statuses without dependencies
+        _LAUNCHED[status] = running
+    return running
 
 
 def _sim_job(tj: TraceJob) -> SimJob:

@@ -25,6 +25,7 @@ from cobaltlite.machine.flat import FlatMachine
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.policy.utility import (
+    ARRAY_FUNCTIONS,
     JOB_INPUTS,
     PassInputs,
     UtilityFunction,
@@ -193,10 +194,14 @@ class WaitingColumns:
     again exactly, one by one as a full pass scores them, and ranked by those scores (then by
     job id). A non-finite array score (a zero wall time) sends every job to the exact scoring,
     which then fails as a full pass would.
+
+    `reserving` (conservative backfilling on Blue Gene/P, scored): a pass depends on every job
+    ranked up to the last one that fits the idle nodes, which it is handed
+    (`_ranked_to_the_last_that_fits`).
     """
 
     def __init__(self, jobs: Sequence[SimJob], machine: Machine, policy: UtilityFunction,
-                 fixed: bool) -> None:
+                 fixed: bool, reserving: bool = False) -> None:
         import numpy as np
 
         self._np = np
@@ -207,6 +212,7 @@ class WaitingColumns:
         self._index = {job.jobid: i for i, job in enumerate(self._jobs)}
         self._policy = policy
         self._fixed = fixed
+        self._reserving = reserving
         self._size = np.array([job.size for job in self._jobs], dtype=np.int64)
         # A job no place can hold is never the top job (the pass passes over it): leave it out.
         self._waiting = np.array([machine.allocation_size(job.size) is not None
@@ -215,9 +221,15 @@ class WaitingColumns:
         self._columns = {} if fixed else {
             name: np.array([getattr(job, name) for job in self._jobs])
             for name in policy.parameters if name in JOB_INPUTS and name != "queued_time"}
+        self._order = np.flatnonzero(self._waiting)
+        """Scored: the waiting jobs (positions) in the last pass's order by array score."""
+        self._queued = np.ones(len(self._jobs), dtype=bool)
+        """The jobs not started, those no place can hold included: a full pass scores them
+        all, so the queue statistics some policies read (`balanced`) are taken over them."""
 
     def started(self, jobid: int) -> None:
-        self._waiting[self._index[jobid]] = False
+        i = self._index[jobid]
+        self._waiting[i] = self._queued[i] = False
 
     def ranked_that_matter(self, idle: int, now: float, inputs: PassInputs) -> list[SimJob]:
         """The jobs a pass at `now` with `idle` idle nodes must see, in rank order; [] when no
@@ -227,6 +239,8 @@ class WaitingColumns:
         kept = waiting & (self._size <= idle)
         if not kept.any():
             return []
+        if self._reserving:
+            return self._ranked_to_the_last_that_fits(idle, now, inputs)
         others = np.flatnonzero(waiting & ~kept)
         jobs = self._jobs
         if self._fixed:
@@ -247,9 +261,50 @@ class WaitingColumns:
                 kept[self._index[best_job.jobid]] = True
             else:
                 kept[contenders[0]] = True
-        chosen = np.flatnonzero(kept)
-        chosen = chosen[np.argsort(-scores[chosen], kind="stable")]
-        ranked = list(self._objects[chosen])
+        order = self._by_array_score(scores)
+        return self._in_exact_order(order[kept[order]], scores, now, inputs)
+
+    def _by_array_score(self, scores: Any) -> Any:
+        """The waiting jobs' positions by array score, highest first. The sort starts from the
+        last pass's order, which changes little from pass to pass (a stable sort of a nearly
+        sorted array is far cheaper); so equal array scores keep that order, not job id
+        order, but equal scores are near ties, which `_in_exact_order` ranks exactly."""
+        order = self._order
+        order = order[self._waiting[order]]
+        order = self._order = order[self._np.argsort(-scores[order], kind="stable")]
+        return order
+
+    def _ranked_to_the_last_that_fits(self, idle: int, now: float, inputs: PassInputs
+                                      ) -> list[SimJob]:
+        """Conservative backfilling (`reserving`): the waiting jobs in rank order up to the
+        last one that fits the idle nodes. Every job ranked before it may matter (its
+        reservation may keep a later job from starting now); the jobs after it cannot start
+        in this pass, and their reservations come after every job that could."""
+        np = self._np
+        waiting = self._waiting
+        inputs.now = now
+        scores = self._scores(now, inputs)
+        if not np.isfinite(scores[waiting]).all():
+            jobs = self._jobs
+            return self._ranked_exactly([jobs[i] for i in np.flatnonzero(waiting).tolist()],
+                                        now, inputs)
+        chosen = self._by_array_score(scores)
+        close = scores[chosen]
+        magnitude = np.abs(close)
+        apart = close[:-1] - close[1:] > SCORE_BAND * (magnitude[:-1] + magnitude[1:])
+        last = int(np.flatnonzero(self._size[chosen] <= idle)[-1])
+        # Past the jobs whose array scores nearly tie with the last that fits: the exact
+        # order may put any of them before it.
+        beyond = np.flatnonzero(apart[last:])
+        cut = last + 1 + (int(beyond[0]) if beyond.size else len(chosen) - 1 - last)
+        return self._in_exact_order(chosen[:cut], scores, now, inputs)
+
+    def _in_exact_order(self, chosen: Any, scores: Any, now: float, inputs: PassInputs
+                        ) -> list[SimJob]:
+        """The jobs of the index array `chosen`, ranked by their array `scores`, in the exact
+        rank order: near ties scored again one by one."""
+        np = self._np
+        ranked: list[SimJob] = self._objects[chosen].tolist()
         close = scores[chosen]  # highest first
         size = np.abs(close)
         gaps = close[:-1] - close[1:] <= SCORE_BAND * (size[:-1] + size[1:])
@@ -268,20 +323,36 @@ class WaitingColumns:
 
     def _ranked_exactly(self, jobs: list[SimJob], now: float, inputs: PassInputs
                         ) -> list[SimJob]:
-        """`jobs` scored one by one (PolicyError as a full pass raises it), in rank order."""
-        for job in jobs:
+        """`jobs` scored one by one (PolicyError as a full pass raises it), in rank order.
+        A policy reading queue statistics scores the whole queue, as a full pass does, so
+        that they are the full pass's."""
+        scored = jobs
+        if self._policy.needs_queue_stats:
+            scored = [self._jobs[i] for i in self._np.flatnonzero(self._queued).tolist()]
+        for job in scored:
             job.queued_time = now - job.submit_time
-        self._policy.score_jobs(jobs, inputs)
+        self._policy.score_jobs(scored, inputs)
         return sorted(jobs, key=_rank)
 
     def _scores(self, now: float, inputs: PassInputs) -> Any:
-        """Every job's score at `now`, from one call of the policy's function on the columns."""
+        """Every job's score at `now`, from one call of the policy's function on the columns.
+        Queue statistics are those of the jobs not started: the longest queued time is now
+        less the earliest submission (a subtraction rounds monotonically), and the longest
+        and shortest wall times are exact."""
         policy = self._policy
+        if policy.needs_queue_stats:
+            queued = self._queued
+            walls = self._columns["wall_time"][queued]
+            inputs.max_queued_time = now - float(self._submit[queued].min())
+            inputs.max_wall_time, inputs.min_wall_time = walls.max().item(), walls.min().item()
         args = {name: (now - self._submit if name == "queued_time" else
                        self._columns[name] if name in self._columns else getattr(inputs, name))
                 for name in policy.parameters}
-        with self._np.errstate(all="ignore"):
-            return self._np.asarray(policy.function(**args), dtype=self._np.float64)
+        np = self._np
+        with np.errstate(all="ignore"):
+            scores = np.asarray(ARRAY_FUNCTIONS[policy.function](**args), dtype=np.float64)
+        # One number for every job (`balanced` when no job waited or every wall time is equal).
+        return np.full(len(self._jobs), scores) if scores.ndim == 0 else scores
 
 
 def _rank(job: SimJob) -> tuple[float, int]:
@@ -333,6 +404,8 @@ def estimate_start_times(
     prune = prune and not reservations and partitions is None
     fork.fixed_order = prune and rank_is_fixed(policy, backfill, window, queue_config, policies)
     in_one_go = prune and scores_in_one_go(policy, backfill, window, queue_config, policies)
+    reserving = prune and scored_conservative_in_one_go(machine, policy, backfill, window,
+                                                        queue_config, policies)
     fork.queue_places = dict(queue_places or {})
     planned = prune and plan_is_the_schedule(machine, policy, backfill, window, queue_config,
                                              policies, fork.queue_places, queued)
@@ -358,8 +431,8 @@ def estimate_start_times(
             else:
                 _plan_the_rest(fork, machine, now, waiting)
             return fork.starts
-        if fork.fixed_order or in_one_go:
-            fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order)
+        if fork.fixed_order or in_one_go or reserving:
+            fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order, reserving)
         fork.run_forward()
     finally:
         for jobid in list(machine.held_by()):
@@ -418,6 +491,19 @@ def scores_in_one_go(policy: UtilityFunction, backfill: Backfill, window: int,
     (`WaitingColumns`): the pruning holds and `policy` scores arrays."""
     return policy.scores_arrays and _pruning_holds(policy, backfill, window, queue_config,
                                                    policies)
+
+
+def scored_conservative_in_one_go(
+        machine: Machine, policy: UtilityFunction, backfill: Backfill, window: int,
+        queue_config: Sequence[Mapping[str, Any]] | None = None,
+        policies: Mapping[str, UtilityFunction] | None = None) -> bool:
+    """True when an estimate's conservative passes may be handed their jobs ranked from array
+    scores (`WaitingColumns` with `reserving`): W = 1 and the rank conditions, `policy` scores
+    arrays, and the machine is Blue Gene/P, whose conservative pass keeps no plan between
+    passes (a flat machine's kept plan would see a pass the fork skips)."""
+    return (backfill is Backfill.CONSERVATIVE and policy.scores_arrays
+            and isinstance(machine, BGPMachine) and _rank_holds(policy, window, queue_config,
+                                                                policies))
 
 
 def _pruning_holds(policy: UtilityFunction, backfill: Backfill, window: int,

@@ -45,84 +45,76 @@ def _facts(job: SimJob) -> JobFacts:
 
 
 def _quoted(known: dict[str, str], name: str) -> str:
-    """`name` as a record writes it, remembered in `known`."""
-    text = known.get(name)
-    if text is None:
-        text = known[name] = quote_value(name)
+    """`name` as a record writes it, remembered in `known` (callers look there first)."""
+    text = known[name] = quote_value(name)
     return text
-
-
-class _JobParts:
-    """The formatted values of a job's fields that its Q, S and E records share."""
-
-    __slots__ = ("ask", "host", "nodes", "qtime", "queue", "user")
-
-    def __init__(self, job: SimJob, quoted: dict[str, str], walls: dict[float, str]) -> None:
-        """`quoted`: names already quoted (a trace has a few hundred users, groups, queues);
-        `walls`: wall times already formatted (a few hundred distinct ones too)."""
-        self.nodes = str(job.size)
-        wall = walls.get(job.wall_time)
-        if wall is None:
-            wall = walls[job.wall_time] = format_hms(job.wall_time)
-        # Resource_List.nodect, Resource_List.walltime and account sort next to each other.
-        self.ask = (f"Resource_List.nodect={self.nodes} Resource_List.walltime={wall} "
-                    f"account={_quoted(quoted, job.project)}")
-        self.qtime = str(int(job.submit_time))
-        self.queue = _quoted(quoted, job.queue)
-        self.user = _quoted(quoted, job.user_name)
-        self.host = ""  # exec_host of the current run, set at its start
 
 
 class AccountingObserver(ReplayObserver):
     def __init__(self, path: Path) -> None:
         self._log = AccountingLog(path)
         self._lines: list[str] = []
-        self._parts: dict[int, _JobParts] = {}  # jobs submitted and not yet ended
+        # Jobs submitted and not yet ended -> the texts their S and E records share, made once:
+        # [the fields from Resource_List.ncpus to cwd, qtime, queue, user, the fields from
+        # etime to queue (set at each start)].
+        self._parts: dict[int, list[str]] = {}
         self._quoted: dict[str, str] = {}
-        self._walls: dict[float, str] = {}
-        self._stamp_of = (float("nan"), "")  # the last record time and its stamp
-
-    def _stamp(self, now: float) -> str:
-        when, stamp = self._stamp_of
-        if now != when:  # records come in time order, many at one instant
-            stamp = record_stamp(now)
-            self._stamp_of = (now, stamp)
-        return stamp
+        self._walls: dict[float, str] = {}  # a trace has a few hundred distinct wall times
+        # The last record time and its stamp: records come in time order, many at one instant.
+        self._when = float("nan")
+        self._stamp = ""
 
     def _write(self, now: float, kind: str, ident: object, fields: dict[str, object]) -> None:
         self._lines.append(format_record(now, kind, ident, fields) + "\n")
 
     def submitted(self, job: SimJob, now: float) -> None:
-        p = self._parts[job.jobid] = _JobParts(job, self._quoted, self._walls)
+        if now != self._when:
+            self._when = now
+            self._stamp = record_stamp(now)
+        quoted = self._quoted
+        wall = self._walls.get(job.wall_time)
+        if wall is None:
+            wall = self._walls[job.wall_time] = format_hms(job.wall_time)
+        qtime = str(int(job.submit_time))
+        queue = quoted.get(job.queue) or _quoted(quoted, job.queue)
+        user = quoted.get(job.user_name) or _quoted(quoted, job.user_name)
+        account = quoted.get(job.project) or _quoted(quoted, job.project)
+        # Resource_List.nodect, Resource_List.walltime and account sort next to each other.
+        ask = f"Resource_List.nodect={job.size} Resource_List.walltime={wall} account={account}"
         deps = job.dependencies
         depends = f"dependencies={':'.join(map(str, deps))} " if deps else ""
-        self._lines.append(f"{self._stamp(now)};Q;{job.jobid};{p.ask} ctime={p.qtime} "
-                           f"{depends}jobname=N/A qtime={p.qtime} queue={p.queue} "
-                           f"user={p.user}\n")
+        self._lines.append(f"{self._stamp};Q;{job.jobid};{ask} ctime={qtime} {depends}"
+                           f"jobname=N/A qtime={qtime} queue={queue} user={user}\n")
+        self._parts[job.jobid] = [
+            f"Resource_List.ncpus=0 {ask} args= ctime={qtime} cwd= ", qtime, queue, user, ""]
 
     def started(self, job: SimJob, now: float) -> None:
+        if now != self._when:
+            self._when = now
+            self._stamp = record_stamp(now)
         p = self._parts[job.jobid]
-        p.host = quote_value(job.location)
-        self._lines.append(f"{self._stamp(now)};S;{job.jobid};Resource_List.ncpus=0 {p.ask} "
-                           f"args= ctime={p.qtime} cwd= etime={p.qtime} exe= "
-                           f"exec_host={p.host} jobname=N/A mode= qtime={p.qtime} "
-                           f"queue={p.queue} start={int(now)} user={p.user}\n")
+        qtime = p[1]
+        middle = p[4] = (f"etime={qtime} exe= exec_host={quote_value(job.location)} "
+                         f"jobname=N/A mode= qtime={qtime} queue={p[2]} ")
+        self._lines.append(f"{self._stamp};S;{job.jobid};{p[0]}{middle}start={int(now)} "
+                           f"user={p[3]}\n")
 
     def ended(self, job: SimJob, now: float, killed: bool) -> None:
         if killed:
             # Cobalt writes an A (abort) record when the wall-time limit kills a job.
             self._write(now, "A", job.jobid, {"reason": "time_limit"})
-        p = self._parts.pop(job.jobid)
+        if now != self._when:
+            self._when = now
+            self._stamp = record_stamp(now)
+        head, _, _, user, middle = self._parts.pop(job.jobid)
         start = int(job.start_time if job.start_time >= 0 else now)
         end = int(now)
-        runtime = max(0, end - start)
+        runtime = end - start if end > start else 0
         lines = self._lines
-        lines.append(f"{self._stamp(now)};E;{job.jobid};Exit_status={job.exit_status} "
-                     f"Resource_List.ncpus=0 {p.ask} args= ctime={p.qtime} cwd= end={end} "
-                     f"etime={p.qtime} exe= exec_host={p.host} jobname=N/A mode= "
-                     f"qtime={p.qtime} queue={p.queue} resources_used.nodect={p.nodes} "
+        lines.append(f"{self._stamp};E;{job.jobid};Exit_status={job.exit_status} {head}"
+                     f"end={end} {middle}resources_used.nodect={job.size} "
                      f"resources_used.walltime={format_hms(runtime)} runtime={runtime} "
-                     f"start={start} user={p.user}\n")
+                     f"start={start} user={user}\n")
         if len(lines) >= _BLOCK:  # checked at a job's last record: blocks of about _BLOCK
             self._log.write_formatted("".join(lines))
             lines.clear()

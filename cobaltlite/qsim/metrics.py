@@ -46,8 +46,13 @@ to six decimals, which is below anything a trace can resolve.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+import operator
+import os
+import sys
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from itertools import accumulate, repeat, takewhile
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -55,7 +60,7 @@ from cobaltlite.metrics_monitor.series import ROLLING_UTILIZATION
 from cobaltlite.qsim.outcome import CapacitySample, CapacitySamples, JobOutcome
 
 if TYPE_CHECKING:  # rich is imported where tables are drawn: it is a third of qsim's start-up
-    from rich.console import Console, Group
+    from rich.console import Console
     from rich.table import Table
 
 # (name, inclusive upper limit); the last category has no limit (None).
@@ -242,87 +247,69 @@ def time_series(
         return {"step": step, "hours": [], "queue_depth": [], "utilization": [],
                 **{name: [] for name in ROLLING_UTILIZATION},
                 "queue_depth_mean": None, "queue_depth_peak": None}
-    # Three orderings of the jobs (no per-job tuples: on a large trace they were the peak of
-    # the whole replay): by submission, by start and by end.
+    # Two orderings of the jobs (no per-job tuples: on a large trace they were the peak of the
+    # whole replay): by submission and by start. Each column is then built at once, a sample
+    # finding its place among the events by bisection (issue 13: a loop per event and per
+    # sample was most of `compute_metrics`).
     by_submit = sorted(outcomes, key=_SUBMIT)
     by_start = sorted(outcomes, key=_SUBMIT, reverse=True)
     by_start.sort(key=_START)  # equal starts: the later submission first
-    by_end = sorted(outcomes, key=_END)
-    n = len(outcomes)
     first = by_submit[0].submit_time
-    last = by_end[-1].end_time
+    last = max(map(_END, outcomes))
     series: dict[str, list[float]] = {"hours": [], "queue_depth": [], "utilization": [],
                                       **{name: [] for name in ROLLING_UTILIZATION}}
     rolling = [(series[name], span) for name, span in ROLLING_UTILIZATION.items()]
-    # The instant utilization as a step function, built in time order up to each sample: at
-    # every time a job starts or ends, the time, the value from then on and the integral from
-    # the first such time. The averages use StepSeries' arithmetic (metrics_monitor/series.py)
-    # step for step, so the figures are the same to the bit, but each span keeps a pointer to
-    # where its window opens instead of bisecting: the sample times only grow.
-    times: list[float] = []
-    values: list[float] = []
-    areas: list[float] = []
-    opens = [0] * len(rolling)
-    held = i_up = i_down = 0
-    # Queue depth at t = n(t)·t - Σ submit over the jobs queued at t (submit <= t < start): the
-    # submissions and starts up to t, in time order, a start before a submission at one time
-    # and equal starts by later submission first (the sums are in that order).
-    count, submits, i_submit, i_start = 0, 0.0, 0, 0
-    inf = math.inf
-    t = first
-    while t <= last:
-        while True:
-            started = by_start[i_start].start_time if i_start < n else inf
-            submitted = by_submit[i_submit].submit_time if i_submit < n else inf
-            if started <= submitted and started <= t:
-                count -= 1
-                submits -= by_start[i_start].submit_time
-                i_start += 1
-            elif submitted <= t:
-                count += 1
-                submits += by_submit[i_submit].submit_time
-                i_submit += 1
-            else:
-                break
-        while True:
-            when = min(by_start[i_up].start_time if i_up < n else inf,
-                       by_end[i_down].end_time if i_down < n else inf)
-            if when > t:
-                break
-            while i_up < n and by_start[i_up].start_time == when:
-                held += by_start[i_up].allocated_nodes
-                i_up += 1
-            while i_down < n and by_end[i_down].end_time == when:
-                held -= by_end[i_down].allocated_nodes
-                i_down += 1
-            areas.append(areas[-1] + values[-1] * (when - times[-1]) if times else 0.0)
-            times.append(when)
-            values.append(held / machine_nodes)
-        # round(x, _RATIO_DIGITS) is _ratio(x), without a call per value.
-        series["hours"].append(round((t - first) / 3600.0, 6))
-        series["queue_depth"].append(
-            round(max(0.0, count * t - submits) / 60.0, _RATIO_DIGITS) or 0.0)
-        if not times:  # nothing started yet
-            series["utilization"].append(0.0)
-            for column, _ in rolling:
-                column.append(0.0)
-            t += step
-            continue
-        now_value = values[-1]
-        area_now = areas[-1] + now_value * (t - times[-1])
-        series["utilization"].append(round(now_value, _RATIO_DIGITS) or 0.0)
-        for k, (column, span) in enumerate(rolling):
-            opened = max(t - span, times[0])
-            if t <= opened:
-                average = now_value
-            else:
-                i = opens[k]
-                while i + 1 < len(times) and times[i + 1] <= opened:
-                    i += 1
-                opens[k] = i
-                average = (area_now - (areas[i] + values[i] * (opened - times[i]))) / (t - opened)
-            column.append(round(average, _RATIO_DIGITS) or 0.0)
-        t += step
+    # Queue depth at t = n(t)·t - Σ submit over the jobs queued at t (submit <= t < start). The
+    # submissions and starts in time order, a start before a submission at one time and equal
+    # starts by later submission first (a stable sort of the starts, then the submissions), and
+    # the running count and sum after each, added in that order: at a sample, the ones up to it.
+    starts = list(map(_START, by_start))
+    submitted = list(map(_SUBMIT, by_submit))
+    event_times = starts + submitted
+    order = sorted(range(len(event_times)), key=event_times.__getitem__)
+    event_times = [event_times[i] for i in order]
+    signed = [-job.submit_time for job in by_start] + submitted
+    queued_sums = list(accumulate([signed[i] for i in order], initial=0.0))
+    n = len(by_start)
+    queued_counts = list(accumulate([-1 if i < n else 1 for i in order], initial=0))
+    # The instant utilization as a step function: at every time a job starts or ends, the value
+    # from then on and its integral from the first such time. The averages are StepSeries'
+    # arithmetic (metrics_monitor/series.py) step for step, so the figures are the same to the
+    # bit; a sample reads the steps up to its time.
+    change: dict[float, int] = {}
+    for job in by_start:
+        change[job.start_time] = change.get(job.start_time, 0) + job.allocated_nodes
+    for job in outcomes:
+        change[job.end_time] = change.get(job.end_time, 0) - job.allocated_nodes
+    times = sorted(change)
+    values = [held / machine_nodes for held in accumulate([change[when] for when in times])]
+    areas = list(accumulate([values[k] * (times[k + 1] - times[k])
+                             for k in range(len(times) - 1)], initial=0.0))
+    # The sample times, each the last plus `step` (the sums a running `t += step` makes).
+    samples = list(takewhile(partial(operator.ge, last), accumulate(repeat(step), initial=first)))
+    # round(x, _RATIO_DIGITS) is _ratio(x), without a call per value.
+    series["hours"] = [round((t - first) / 3600.0, 6) for t in samples]
+    series["queue_depth"] = [
+        round(max(0.0, queued_counts[k] * t - queued_sums[k]) / 60.0, _RATIO_DIGITS) or 0.0
+        for t, k in zip(samples, [bisect_right(event_times, t) for t in samples], strict=True)]
+    before = bisect_left(samples, times[0])  # samples before the first start: all zero
+    samples = samples[before:]
+    steps = [bisect_right(times, t) - 1 for t in samples]  # the step each sample is on
+    now_values = [values[j] for j in steps]
+    areas_now = [areas[j] + now * (t - times[j])
+                 for t, j, now in zip(samples, steps, now_values, strict=True)]
+    series["utilization"] = [0.0] * before + [round(now, _RATIO_DIGITS) or 0.0
+                                              for now in now_values]
+    for column, span in rolling:
+        opened = [max(t - span, times[0]) for t in samples]
+        column.extend([0.0] * before)
+        column.extend([
+            round(now if t <= t_open else
+                  (area_now - (areas[i] + values[i] * (t_open - times[i]))) / (t - t_open),
+                  _RATIO_DIGITS) or 0.0
+            for t, t_open, i, now, area_now in zip(
+                samples, opened, [bisect_right(times, t_open) - 1 for t_open in opened],
+                now_values, areas_now, strict=True)])
     depths = series["queue_depth"]
     return {"step": step, **series,
             "queue_depth_mean": _ratio(_mean(depths)), "queue_depth_peak": max(depths)}
@@ -441,15 +428,42 @@ def _criterion(categories: Sequence[Mapping[str, Any]], unit: Callable[[float], 
     return texts
 
 
-def render_metrics(metrics: Mapping[str, Any], *, title: str) -> Group:
-    """Three tables: headline figures, the wait/response/slowdown distributions, categories."""
-    from rich.console import Group
-    from rich.markup import escape
-    from rich.table import Table
+class TextTable:
+    """A table as text cells, before drawing: what the terminal (rich) and a file or pipe
+    (`plain_text`) show is the same table."""
 
-    headline = Table(title=escape(title), show_header=False, title_justify="left")
-    headline.add_column(style="bold")
-    headline.add_column(justify="right")
+    __slots__ = ("columns", "header", "rows", "sections", "title")
+
+    def __init__(self, title: str, columns: Sequence[tuple[str, str]], header: bool) -> None:
+        self.title = title
+        self.columns = list(columns)  # (heading, "left" or "right")
+        self.header = header
+        self.rows: list[tuple[str, ...]] = []
+        self.sections: set[int] = set()  # a rule after each of these rows (counted from 1)
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(cells)
+
+    def add_section(self) -> None:
+        self.sections.add(len(self.rows))
+
+    def rich(self) -> Table:
+        """The rich table; cells are plain text, never markup."""
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(title=escape(self.title), show_header=self.header, title_justify="left")
+        for k, (heading, justify) in enumerate(self.columns):
+            table.add_column(escape(heading), justify=justify,  # type: ignore[arg-type]
+                             style="bold" if k == 0 and not self.header else None)
+        for number, row in enumerate(self.rows, 1):
+            table.add_row(*map(escape, row), end_section=number in self.sections)
+        return table
+
+
+def metric_tables(metrics: Mapping[str, Any], *, title: str) -> list[TextTable]:
+    """Three tables: headline figures, the wait/response/slowdown distributions, categories."""
+    headline = TextTable(title, [("", "left"), ("", "right")], header=False)
     rows = [
         ("jobs", _fmt_count(metrics["jobs"])),
         ("killed at wall-time limit", _fmt_count(metrics["killed"])),
@@ -478,11 +492,9 @@ def render_metrics(metrics: Mapping[str, Any], *, title: str) -> Group:
         headline.add_row(*row)
 
     bound = metrics["slowdown_bound"]
-    spread = Table(title=f"Per job (bounded slowdown: run time bound {bound:g} s)",
-                   title_justify="left")
-    spread.add_column("")
-    for column in ("mean", "median", "p90", "max"):
-        spread.add_column(column, justify="right")
+    spread = TextTable(f"Per job (bounded slowdown: run time bound {bound:g} s)",
+                       [("", "left")] + [(c, "right") for c in ("mean", "median", "p90", "max")],
+                       header=True)
     for key, label, fmt in (
         ("wait", "wait", _fmt_seconds),
         ("response", "response", _fmt_seconds),
@@ -492,22 +504,91 @@ def render_metrics(metrics: Mapping[str, Any], *, title: str) -> Group:
         stats = metrics[key]
         spread.add_row(label, *(fmt(stats[c]) for c in ("mean", "median", "p90", "max")))
 
-    categories = Table(title="By job length (run time) and scale (allocated nodes), seed 003",
-                       title_justify="left")
-    for column in ("category", "criterion"):
-        categories.add_column(column, justify="left")
-    for column in ("jobs", "share", "mean wait", "mean response", "mean BSD"):
-        categories.add_column(column, justify="right")
+    categories = TextTable(
+        "By job length (run time) and scale (allocated nodes), seed 003",
+        [("category", "left"), ("criterion", "left")]
+        + [(c, "right") for c in ("jobs", "share", "mean wait", "mean response", "mean BSD")],
+        header=True)
     for key, unit in (("by_length", human_duration), ("by_scale", lambda v: f"{v:,.0f}")):
         for category, criterion in zip(metrics[key], _criterion(metrics[key], unit), strict=True):
             categories.add_row(
-                escape(category["name"]), criterion, _fmt_count(category["jobs"]),
+                category["name"], criterion, _fmt_count(category["jobs"]),
                 _fmt_percent(category["share"]), _fmt_seconds(category["mean_wait"]),
                 _fmt_seconds(category["mean_response"]),
                 _fmt_ratio(category["mean_bounded_slowdown"]),
             )
         categories.add_section()
-    return Group(headline, spread, categories)
+    return [headline, spread, categories]
+
+
+# rich's boxes, as it draws them: HEAVY_HEAD with a header row, SQUARE without one. Each is
+# (top, header row, rule under the header, body row, section rule, bottom): left edge, fill,
+# column divider, right edge.
+_HEAVY_HEAD = ("┏━┳┓", "┃ ┃┃", "┡━╇┩", "│ ││", "├─┼┤", "└─┴┘")
+_SQUARE = ("┌─┬┐", "│ ││", "├─┼┤", "│ ││", "├─┼┤", "└─┴┘")
+# Characters whose width and meaning rich and `plain_text` agree on: printable ASCII and the
+# few symbols the tables use. Markup ("[") is left to rich, and so is an emoji code.
+_PLAIN_SAFE = frozenset(map(chr, range(0x20, 0x7F))) - {"["} | {"≤", "–"}
+_EMOJI_CODE = r"(:(\S*?)(?:(?:\-)(emoji|text))?:)"
+"""rich's pattern of an emoji code (rich/_emoji_replace.py): ":name:" prints as the emoji where
+rich knows the name (":smile:"), as written where it does not (a machine "flat:144:8")."""
+
+
+def _names_an_emoji(texts: Sequence[str]) -> bool:
+    import re
+
+    names = [code[1].lower() for text in texts for code in re.findall(_EMOJI_CODE, text)]
+    if not names:
+        return False
+    try:
+        from rich._emoji_codes import EMOJI  # the table alone: a few ms, not all of rich
+    except ImportError:
+        return True
+    return any(name in EMOJI for name in names)
+
+
+def plain_text(tables: Sequence[TextTable], width: int) -> str | None:
+    """The tables as rich prints them to a file or pipe (no colours) `width` columns wide, or
+    None where that takes rich itself: a cell or title with other characters or an emoji code,
+    a table or title wider than the page. rich's import and layout are most of a short replay's
+    printing."""
+    out = []
+    for table in tables:
+        texts = [table.title, *(c for c, _ in table.columns), *(c for r in table.rows for c in r)]
+        if not _PLAIN_SAFE.issuperset("".join(texts)) or _names_an_emoji(texts):
+            return None
+        cells = ([[c for c, _ in table.columns]] if table.header else []) + [
+            list(row) for row in table.rows]
+        widths = [max(map(len, column)) + 2 for column in zip(*cells, strict=True)]
+        total = sum(widths) + len(widths) + 1
+        if total > width or len(table.title) > total:
+            return None
+        box = _HEAVY_HEAD if table.header else _SQUARE
+
+        def rule(line: str, widths: list[int] = widths) -> str:
+            return line[0] + line[2].join(line[1] * w for w in widths) + line[3]
+
+        def row(line: str, cells: Sequence[str], table: TextTable = table,
+                widths: list[int] = widths) -> str:
+            return line[0] + line[2].join(
+                f" {cell:<{w - 2}} " if justify == "left" else f" {cell:>{w - 2}} "
+                for cell, w, (_, justify) in zip(cells, widths, table.columns, strict=True)
+            ) + line[3]
+
+        if table.title:
+            out.append(f"{table.title:<{total}}")
+        out.append(rule(box[0]))
+        if table.header:
+            out.append(row(box[1], [c for c, _ in table.columns]))
+            out.append(rule(box[2]))
+        for number, cells_of_row in enumerate(table.rows, 1):
+            out.append(row(box[3], cells_of_row))
+            if number in table.sections and number < len(table.rows):
+                out.append(rule(box[4]))
+        out.append(rule(box[5]))
+    return "\n".join(out) + "\n"
+
+
 
 
 PAPERS = (
@@ -534,10 +615,28 @@ def output_console() -> Console:
 def print_metrics(
     metrics: Mapping[str, Any], console: Console | None = None, *, title: str = "Qsim metrics"
 ) -> None:
-    """Print `render_metrics` to `console` (stdout by default), with the papers named."""
-    console = console or output_console()
-    console.print(render_metrics(metrics, title=title))
+    """Print `metric_tables` to `console` (stdout by default), with the papers named: through
+    rich on a terminal or a console given, as plain text (the same characters) to a file or
+    pipe where `plain_text` can draw them."""
+    tables = metric_tables(metrics, title=title)
+    if console is None:
+        text = plain_text(tables, _PIPED_WIDTH) if _plain_stdout() else None
+        if text is not None:
+            sys.stdout.write(text + PAPERS + "\n")
+            return
+        console = output_console()
+    from rich.console import Group
+
+    console.print(Group(*(table.rich() for table in tables)))
     console.print(PAPERS, style="dim", soft_wrap=True)
+
+
+def _plain_stdout() -> bool:
+    """Whether rich's `output_console` would write stdout without colours or escapes, in UTF-8
+    (its terminal test: no TTY_COMPATIBLE or FORCE_COLOR setting, not a terminal, no Jupyter)."""
+    return ("TTY_COMPATIBLE" not in os.environ and "FORCE_COLOR" not in os.environ
+            and "IPython" not in sys.modules and not sys.stdout.isatty()
+            and (getattr(sys.stdout, "encoding", None) or "utf-8").lower().startswith("utf"))
 
 
 # One row of a side-by-side comparison: label, how to read the value, how to show it as plain

@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.qsim.metrics import human_duration
 from cobaltlite.qsim.outcome import JobOutcome
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+    from cobaltlite.machine.partitions import QueuePartitions
 
 
 def queue_metrics(outcomes: Sequence[JobOutcome], partitions: QueuePartitions,

@@ -23,18 +23,10 @@ from cobaltlite.faults.predictor import (
     build_predictor,
     check_rate,
 )
-from cobaltlite.faults.sources import (
-    SPAN_AFTER_LAST_SUBMISSION,
-    FailureEvent,
-    check_weibull,
-    scale_for_system_mtbf,
-    weibull_failures,
-)
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import BGPDescription, FlatDescription
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.runtime import build_machine
-from cobaltlite.partitioning.layout import QueueLayout, read_layout
 from cobaltlite.policy.usage import DEFAULT_HALF_LIFE
 from cobaltlite.policy.utility import UtilityFunction, builtin_policy
 from cobaltlite.qsim.engine import DEFAULT_REPAIR_TIME, Qsim, ReplayResult
@@ -42,23 +34,24 @@ from cobaltlite.qsim.joblog import AccountingObserver
 from cobaltlite.qsim.metrics import compute_metrics
 from cobaltlite.qsim.queue_metrics import queue_metrics
 from cobaltlite.qsim.summary_json import summary_text
-from cobaltlite.reservations.model import ReservationError
-from cobaltlite.reservations.requests import named_places
 from cobaltlite.scheduler.scheduler import Backfill
-from cobaltlite.scheduler.slack import SlackSettings
 from cobaltlite.traces.model import TraceJob, TraceReadResult, select_window
 from cobaltlite.traces.swf import read_swf
 
 if TYPE_CHECKING:
+    from cobaltlite.faults.sources import FailureEvent
+    from cobaltlite.partitioning.layout import QueueLayout
     from cobaltlite.qsim.eet import ShareModel
     from cobaltlite.qsim.fairness import Settings as FairnessSettings
     from cobaltlite.qsim.fairness import SettingsAt
+    from cobaltlite.scheduler.slack import SlackSettings
     from cobaltlite.tuning.scheme import TuningScheme
     from cobaltlite.tuning.tuner import Tuner
 
 # The modules of options a plain replay does not use (tuning, fair starts, EETs, seed 001's
-# metrics, reservations, failure logs, the Intrepid list reader) are imported where the option is
-# read: a flat replay's start-up is part of what a user waits for (issue 13).
+# metrics, reservations, failures, queue places and layouts, the Intrepid list reader) are
+# imported where the option is read: a flat replay's start-up is part of what a user waits for
+# (issue 13).
 
 BGP_CORES_PER_NODE = 4
 """Blue Gene/P nodes have 4 cores; Intrepid's SWF log counts cores (traces/README.md)."""
@@ -66,6 +59,9 @@ BGP_CORES_PER_NODE = 4
 
 @dataclass
 class ReplaySettings:
+    """Everything a replay is asked to do: the trace, machine, policy and scheme, and the
+    options of `qsim` (cobaltlite/qsim/cli.py) that shape it."""
+
     trace: Path
     machine: str
     policy: UtilityFunction
@@ -120,6 +116,8 @@ class ReplaySettings:
 
 @dataclass
 class ReplayReport:
+    """A replay's settings, result and metrics, and what its JSON summary says."""
+
     settings: ReplaySettings
     result: ReplayResult
     metrics: dict[str, Any]
@@ -146,8 +144,7 @@ class ReplayReport:
             "jobs_skipped_unplaceable": len(self.result.skipped),
             "scheduling_passes": self.result.passes,
             "window": s.window,
-            **({"slack": dataclasses.asdict(s.slack or SlackSettings())}
-               if s.backfill is Backfill.SLACK else {}),
+            **({"slack": self.slack_settings()} if s.backfill is Backfill.SLACK else {}),
             "tuning": None if self.tuner is None or s.tuning is None else {
                 "scheme": s.tuning.describe(),
                 "changes": [change.as_record() for change in self.tuner.changes],
@@ -158,6 +155,11 @@ class ReplayReport:
             **({"failure_model": self.failure_model()} if s.has_failures else {}),
         }
 
+    def slack_settings(self) -> dict[str, Any]:
+        from cobaltlite.scheduler.slack import SlackSettings  # only slack backfilling loads it
+
+        return dataclasses.asdict(self.settings.slack or SlackSettings())
+
     def failure_model(self) -> dict[str, Any]:
         s = self.settings
         source: dict[str, Any] = (
@@ -167,6 +169,8 @@ class ReplayReport:
              "failure_units": self.failure_units}
         )
         if s.mtbf_hours is not None:  # the scale the MTBF gave, so the run can be redone by λ
+            from cobaltlite.faults.sources import scale_for_system_mtbf
+
             source["weibull_scale"] = scale_for_system_mtbf(s.mtbf_hours, self.failure_units,
                                                             s.weibull_shape)
         return {**source, "repair_time": s.repair_time, "predictor": s.predictor,
@@ -189,7 +193,8 @@ def policy_named(
 
 def detect_format(path: Path) -> str:
     """Guess a trace's format from its first meaningful line."""
-    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with path.open("rb") as probe:  # the magic bytes only, not the whole file
+        opener = gzip.open if probe.read(2) == b"\x1f\x8b" else open
     with opener(path, "rt", errors="replace") as stream:
         for line in stream:
             text = line.strip()
@@ -366,7 +371,12 @@ def replay(
 
 def _queue_places(given: Mapping[str, list[str]], machine: Machine) -> dict[str, PlaceSet]:
     """--queue-places as the scheduler's place sets; InputError naming the queue and place."""
-    places = {}
+    places: dict[str, PlaceSet] = {}
+    if not given:
+        return places
+    from cobaltlite.reservations.model import ReservationError
+    from cobaltlite.reservations.requests import named_places
+
     for queue, names in given.items():
         try:
             places[queue] = frozenset(named_places(machine, names))
@@ -377,6 +387,8 @@ def _queue_places(given: Mapping[str, list[str]], machine: Machine) -> dict[str,
 
 def _queue_layout(path: Path, machine: Machine) -> QueueLayout:
     """--queue-layout FILE, for this machine; InputError naming the file and what is wrong."""
+    from cobaltlite.partitioning.layout import read_layout
+
     layout, nodes = read_layout(path)
     if nodes != machine.total_nodes:
         raise InputError(f"--queue-layout {path}: machine_nodes is {nodes}; the machine "
@@ -428,11 +440,19 @@ def failure_list(
         return read_failure_log(settings.failure_log, machine)
     units = machine.failure_units()
     if settings.mtbf_hours is not None:
+        from cobaltlite.faults.sources import scale_for_system_mtbf
+
         scale = scale_for_system_mtbf(settings.mtbf_hours, len(units), settings.weibull_shape)
     elif settings.weibull_scale is not None:
         scale = settings.weibull_scale
     else:
         return None
+    from cobaltlite.faults.sources import (
+        SPAN_AFTER_LAST_SUBMISSION,
+        check_weibull,
+        weibull_failures,
+    )
+
     check_weibull(settings.weibull_shape, scale)
     if not jobs:
         return []

@@ -7,10 +7,12 @@ both. Either way the scheduler cannot tell.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cobaltlite.machine.model import Machine, PlaceSet
-from cobaltlite.machine.partitions import QueuePartitions
+
+if TYPE_CHECKING:  # a queue layout's module, loaded only by a replay that has one
+    from cobaltlite.machine.partitions import QueuePartitions
 
 
 class SchedulableJob(Protocol):

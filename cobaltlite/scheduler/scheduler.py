@@ -57,16 +57,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import permutations
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from cobaltlite.choices import MAX_WINDOW, Backfill
 from cobaltlite.clock import Clock
 from cobaltlite.machine.flat import FlatMachine, FlatPlanner
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
-from cobaltlite.reservations.model import Window
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
-from cobaltlite.scheduler.partitioned import PartitionedPass
 from cobaltlite.scheduler.plan import NEVER, KeptPlan
-from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings, SlackState
+
+# Imported where used: a replay without reservations, a queue layout or slack backfilling never
+# loads them.
+if TYPE_CHECKING:
+    from cobaltlite.reservations.model import Window
+    from cobaltlite.scheduler.partitioned import PartitionedPass
+    from cobaltlite.scheduler.slack import SlackBackfill, SlackSettings, SlackState
 
 
 @dataclass(slots=True, init=False)
@@ -116,7 +121,8 @@ class Scheduler:
         self.backfill = Backfill(backfill)
         self.window = check_window(window)
         self.reservations = reservations
-        self.slack = SlackBackfill(slack)
+        self._slack_settings = slack
+        self._slack: SlackBackfill | None = None  # made at the first slack pass
         self._places: Mapping[str, PlaceSet] | None = None  # this pass's queue -> place set
         self._kept: KeptPlan | None = None  # the last conservative pass's plan
         self.keep_plan = True
@@ -125,12 +131,18 @@ class Scheduler:
         self.easy_shortcuts = True
         """Skip, in the EASY pass, the jobs the planner would certainly refuse (False: ask it
         of every job, the reference tests/test_easy_shortcuts.py compares with)."""
+        self.conservative_stop = True
+        """In a conservative pass whose plan is not kept, skip the jobs certain not to start now
+        and stop reserving once none can (False: ask and reserve every job, the reference
+        tests/test_conservative_stop.py compares with)."""
         self._partitioned: PartitionedPass | None = None  # made at the first layout's pass
 
     def _by_partition(self) -> PartitionedPass:
         """The per-region passes of a queue layout (cobaltlite/scheduler/partitioned.py):
         each region is scheduled by a Scheduler of its own, with this one's settings."""
         if self._partitioned is None:
+            from cobaltlite.scheduler.partitioned import PartitionedPass
+
             def make(queue_manager: QueueManagerView, system: SystemView,
                      reservations: Callable[[], Sequence[Window]]) -> Scheduler:
                 return Scheduler(queue_manager, system, self.clock, self.backfill, self.window,
@@ -138,16 +150,33 @@ class Scheduler:
             self._partitioned = PartitionedPass(make, self.queue_manager)
         return self._partitioned
 
+    @property
+    def slack(self) -> SlackBackfill:
+        """Seed 001's memory and search (Backfill.SLACK), with this scheduler's settings."""
+        if self._slack is None:
+            from cobaltlite.scheduler.slack import SlackBackfill
+
+            self._slack = SlackBackfill(self._slack_settings)
+        return self._slack
+
+    @slack.setter
+    def slack(self, backfill: SlackBackfill) -> None:
+        self._slack = backfill
+
     def slack_state(self) -> SlackState:
         """A copy of this scheduler's slack settings and memory, its regions' too."""
         expected = {"": dict(self.slack.expected)}
         if self._partitioned is not None:
             expected.update(self._partitioned.slack_memory())
+        from cobaltlite.scheduler.slack import SlackState
+
         return SlackState(self.slack.settings, expected)
 
     def resume_slack(self, state: SlackState) -> None:
         """Schedule from now on with `state`'s slack settings and memory (a forked replay
         starting where another scheduler is); call before the first pass. `state` is copied."""
+        from cobaltlite.scheduler.slack import SlackBackfill
+
         self.slack = SlackBackfill(state.settings)
         self.slack.expected = dict(state.expected.get("", {}))
         self._by_partition().remember_slack(state.expected)
@@ -350,7 +379,7 @@ class Scheduler:
             return
         cut = max((i + 1 for i, job in enumerate(waiting) if job.jobid in plan), default=0)
         before = len(report.started)
-        self._backfill_conservative(waiting[:cut], machine, planner, report)
+        self._backfill_conservative(waiting[:cut], machine, planner, report, more_after=True)
         if {jobid for jobid, _ in report.started[before:]} != plan - started:
             self._backfill_conservative(waiting[cut:], machine, planner, report)
 
@@ -556,26 +585,77 @@ class Scheduler:
 
     def _backfill_conservative(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
-        report: PassReport, kept: KeptPlan | None = None,
+        report: PassReport, kept: KeptPlan | None = None, more_after: bool = False,
     ) -> None:
         """Each job in rank order starts now if that delays no earlier reservation, else is
-        reserved at its earliest, in `kept` too when the plan is kept."""
+        reserved at its earliest, in `kept` too when the plan is kept. `more_after`: the pass
+        goes on planning other jobs on `planner` after these (so all of these are reserved).
+
+        Without a kept plan the reservations serve this pass alone, to keep later jobs from
+        starting now (the report holds the top job's drain, made before). With
+        `conservative_stop`, the jobs that certainly cannot start now are not asked about, and
+        the pass stops reserving once no later job can start now: within a pass the plan and
+        the machine only lose free places (a start commits one, a reservation holds one), so
+        a job of size s and place set P refused for a run of w seconds refuses every later job
+        of the same s and P with a run of w or more (a longer run from now overlaps at least
+        what a shorter one does), for the rest of the pass. `_next_that_may_start` looks ahead
+        with that memo; the jobs before the one it finds only need their reservations."""
         idle = machine.idle_nodes()
-        for job in waiting:
+        look_ahead = kept is None and self.conservative_stop and not more_after
+        ahead = 0  # looking ahead, no job before waiting[ahead] can start now
+        refused: dict[object, float] = {}  # as in _backfill_easy, never emptied: see above
+        for i, job in enumerate(waiting):
             if not machine.has_free_capacity():
                 return  # later reservations cannot make anything start at this instant
             allowed = self._allowed(job)
-            location = (planner.location_now(job.size, job.wall_time, allowed)
-                        if job.size <= idle else None)
-            if location is not None and self._start(job, location, report):
-                planner.commit(location, job.wall_time)
-                idle = machine.idle_nodes()
-                continue
+            if i >= ahead:
+                location = (planner.location_now(job.size, job.wall_time, allowed)
+                            if job.size <= idle else None)
+                if location is not None and self._start(job, location, report):
+                    planner.commit(location, job.wall_time)
+                    idle = machine.idle_nodes()
+                    continue
+                if look_ahead:
+                    if location is None:  # shorter than any run refused before for its key
+                        refused[self._size_key(job, allowed)] = (
+                            job.wall_time if job.size <= idle else -_NO_RUN)
+                    ahead = self._next_that_may_start(waiting, i + 1, idle, planner, refused)
+                    if ahead == len(waiting):
+                        return  # the later reservations would start nothing now
             start, where = NEVER, ""
             if machine.allocation_size(job.size) is not None:
                 start, where = planner.reserve_earliest(job.size, job.wall_time, allowed)
             if kept is not None:
                 kept.add(job, start, where)
+
+    def _next_that_may_start(
+        self, waiting: list[SchedulableJob], first: int, idle: int, planner: Planner,
+        refused: dict[object, float],
+    ) -> int:
+        """The index of the first job from `first` on that the planner would start now as it
+        stands (len(waiting): none), each job skipped entered in the `refused` memo."""
+        places, shortest_refused = self._places, refused.get
+        for i in range(first, len(waiting)):
+            job = waiting[i]
+            size = job.size
+            if size > idle:
+                continue
+            key: object
+            if places is None:  # the common case, inline: the pass may look far ahead
+                allowed, key = None, size
+            else:
+                allowed = places.get(job.queue)
+                key = (size, allowed)
+            if job.wall_time >= shortest_refused(key, _NO_RUN):
+                continue
+            if planner.location_now(size, job.wall_time, allowed) is not None:
+                return i
+            refused[key] = job.wall_time
+        return len(waiting)
+
+    def _size_key(self, job: SchedulableJob, allowed: PlaceSet | None) -> object:
+        """What the planner's answer for `job` depends on besides its run: size and place set."""
+        return job.size if self._places is None else (job.size, allowed)
 
     def _allowed(self, job: SchedulableJob) -> PlaceSet | None:
         """Where `job` may go in this pass: its queue's place set, or None (anywhere)."""

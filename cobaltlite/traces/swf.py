@@ -307,7 +307,9 @@ def read_swf(
             header.add(lineno, line)
             continue
         parsed = _parse_job_line(parts)
-        if not accept_row(parsed, first_line_of, source, lineno, lenient, skipped, "job number"):
+        # A new job's line is accepted here; accept_row words (or raises) every other case.
+        if type(parsed) is not tuple or first_line_of.setdefault(parsed[0], lineno) != lineno:
+            accept_row(parsed, first_line_of, source, lineno, lenient, skipped, "job number")
             continue
 
         (
@@ -346,20 +348,16 @@ def read_swf(
                 origin_seen = header.build().unix_start_time or 0
             if not low <= submit + origin_seen < high:
                 continue
-        jobs.append(
-            TraceJob(
-                jobid=number,
-                submit_time=submit,
-                run_time=run,
-                requested_time=requested if use_requested and requested > 0 else run,
-                nodes=-(-procs // processors_per_node),
-                # Interned: a few hundred users, groups and queues over 100,000s of jobs.
-                user=intern(parts[11]) if user >= 0 else "unknown",
-                project=intern(parts[12]) if group >= 0 else "unknown",
-                queue=intern(parts[14]) if queue >= 0 else "default",
-                extra=RecordedRun(parts[2], intern(parts[10])),
-            )
-        )
+        # Positional, in TraceJob's field order: jobid, submit_time, run_time, requested_time,
+        # nodes, user, project, queue, dependencies, extra (keywords cost a third more).
+        jobs.append(TraceJob(
+            number, submit, run, requested if use_requested and requested > 0 else run,
+            -(-procs // processors_per_node),
+            # Interned: a few hundred users, groups and queues over 100,000s of jobs.
+            intern(parts[11]) if user >= 0 else "unknown",
+            intern(parts[12]) if group >= 0 else "unknown",
+            intern(parts[14]) if queue >= 0 else "default",
+            (), RecordedRun(parts[2], intern(parts[10]))))
 
     info = header.build()
     origin = info.unix_start_time or 0
