@@ -7,19 +7,16 @@ import json
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
 from cobaltlite.qsim.metrics import (
-    PAPERS,
     compare_metrics,
     compute_metrics,
     human_duration,
     loss_of_capacity,
-    metric_tables,
     metrics_markdown,
-    plain_text,
     print_metrics,
 )
 from cobaltlite.qsim.outcome import CapacitySample, CapacitySamples, JobOutcome
@@ -289,41 +286,6 @@ def test_print_metrics_shows_the_figures() -> None:
     for expected in ("four [jobs]", "62.08%", "44.04%", "112.5 s", "10.20", "Very Short",
                      "> 10m, ≤ 1h", "> 64, ≤ 512", "16m40s"):
         assert expected in text
-
-
-def rich_output(metrics: dict, title: str, width: int = 200) -> str:
-    """What rich prints of the metrics to a file `width` columns wide (no terminal)."""
-    stream = io.StringIO()
-    print_metrics(metrics, Console(file=stream, width=width), title=title)
-    return stream.getvalue()
-
-
-@settings(deadline=None)  # the first example with an emoji code loads rich's emoji table
-@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**5), st.integers(0, 10**5),
-                          st.integers(1, 600), st.booleans()), max_size=12),
-       st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
-       | st.sampled_from(["lublin_256.swf.gz on flat:256, easy backfilling, W=1, fcfs",
-                          "x on flat:144:8, fcfs", "four [jobs]", "a :smile: b", "≤ – ×"]),
-       st.sampled_from([None, 0, 3]), st.sampled_from([200, 60]))
-def test_plain_tables_are_what_rich_prints(raw, title, failure_events, width) -> None:
-    # Printed to a file or pipe, the tables skip rich: the text must be rich's to the byte, or
-    # plain_text must leave the case to rich (None).
-    outcomes = [job(k, submit, submit + wait, submit + wait + run, nodes, nodes, killed)
-                for k, (submit, wait, run, nodes, killed) in enumerate(raw)]
-    metrics = compute_metrics(outcomes, [], 600, failure_events=failure_events)
-    text = plain_text(metric_tables(metrics, title=title), width)
-    if text is not None:
-        assert text + PAPERS + "\n" == rich_output(metrics, title, width)
-
-
-def test_print_metrics_to_a_pipe_skips_rich(capsys, monkeypatch) -> None:
-    monkeypatch.delenv("FORCE_COLOR", raising=False)
-    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
-    metrics = compute_metrics(FOUR, [], 10)
-    title = "trace.swf on flat:10, easy backfilling, W=1, fcfs"
-    assert plain_text(metric_tables(metrics, title=title), 200) is not None
-    print_metrics(metrics, title=title)
-    assert capsys.readouterr().out == rich_output(metrics, title)
 
 
 def test_compare_metrics_marks_the_best_run() -> None:

@@ -47,8 +47,6 @@ from __future__ import annotations
 
 import math
 import operator
-import os
-import sys
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -60,7 +58,7 @@ from cobaltlite.metrics_monitor.series import ROLLING_UTILIZATION
 from cobaltlite.qsim.outcome import CapacitySample, CapacitySamples, JobOutcome
 
 if TYPE_CHECKING:  # rich is imported where tables are drawn: it is a third of qsim's start-up
-    from rich.console import Console
+    from rich.console import Console, Group
     from rich.table import Table
 
 # (name, inclusive upper limit); the last category has no limit (None).
@@ -428,42 +426,15 @@ def _criterion(categories: Sequence[Mapping[str, Any]], unit: Callable[[float], 
     return texts
 
 
-class TextTable:
-    """A table as text cells, before drawing: what the terminal (rich) and a file or pipe
-    (`plain_text`) show is the same table."""
-
-    __slots__ = ("columns", "header", "rows", "sections", "title")
-
-    def __init__(self, title: str, columns: Sequence[tuple[str, str]], header: bool) -> None:
-        self.title = title
-        self.columns = list(columns)  # (heading, "left" or "right")
-        self.header = header
-        self.rows: list[tuple[str, ...]] = []
-        self.sections: set[int] = set()  # a rule after each of these rows (counted from 1)
-
-    def add_row(self, *cells: str) -> None:
-        self.rows.append(cells)
-
-    def add_section(self) -> None:
-        self.sections.add(len(self.rows))
-
-    def rich(self) -> Table:
-        """The rich table; cells are plain text, never markup."""
-        from rich.markup import escape
-        from rich.table import Table
-
-        table = Table(title=escape(self.title), show_header=self.header, title_justify="left")
-        for k, (heading, justify) in enumerate(self.columns):
-            table.add_column(escape(heading), justify=justify,  # type: ignore[arg-type]
-                             style="bold" if k == 0 and not self.header else None)
-        for number, row in enumerate(self.rows, 1):
-            table.add_row(*map(escape, row), end_section=number in self.sections)
-        return table
-
-
-def metric_tables(metrics: Mapping[str, Any], *, title: str) -> list[TextTable]:
+def render_metrics(metrics: Mapping[str, Any], *, title: str) -> Group:
     """Three tables: headline figures, the wait/response/slowdown distributions, categories."""
-    headline = TextTable(title, [("", "left"), ("", "right")], header=False)
+    from rich.console import Group
+    from rich.markup import escape
+    from rich.table import Table
+
+    headline = Table(title=escape(title), show_header=False, title_justify="left")
+    headline.add_column(style="bold")
+    headline.add_column(justify="right")
     rows = [
         ("jobs", _fmt_count(metrics["jobs"])),
         ("killed at wall-time limit", _fmt_count(metrics["killed"])),
@@ -492,9 +463,11 @@ def metric_tables(metrics: Mapping[str, Any], *, title: str) -> list[TextTable]:
         headline.add_row(*row)
 
     bound = metrics["slowdown_bound"]
-    spread = TextTable(f"Per job (bounded slowdown: run time bound {bound:g} s)",
-                       [("", "left")] + [(c, "right") for c in ("mean", "median", "p90", "max")],
-                       header=True)
+    spread = Table(title=f"Per job (bounded slowdown: run time bound {bound:g} s)",
+                   title_justify="left")
+    spread.add_column("")
+    for column in ("mean", "median", "p90", "max"):
+        spread.add_column(column, justify="right")
     for key, label, fmt in (
         ("wait", "wait", _fmt_seconds),
         ("response", "response", _fmt_seconds),
@@ -504,91 +477,22 @@ def metric_tables(metrics: Mapping[str, Any], *, title: str) -> list[TextTable]:
         stats = metrics[key]
         spread.add_row(label, *(fmt(stats[c]) for c in ("mean", "median", "p90", "max")))
 
-    categories = TextTable(
-        "By job length (run time) and scale (allocated nodes), seed 003",
-        [("category", "left"), ("criterion", "left")]
-        + [(c, "right") for c in ("jobs", "share", "mean wait", "mean response", "mean BSD")],
-        header=True)
+    categories = Table(title="By job length (run time) and scale (allocated nodes), seed 003",
+                       title_justify="left")
+    for column in ("category", "criterion"):
+        categories.add_column(column, justify="left")
+    for column in ("jobs", "share", "mean wait", "mean response", "mean BSD"):
+        categories.add_column(column, justify="right")
     for key, unit in (("by_length", human_duration), ("by_scale", lambda v: f"{v:,.0f}")):
         for category, criterion in zip(metrics[key], _criterion(metrics[key], unit), strict=True):
             categories.add_row(
-                category["name"], criterion, _fmt_count(category["jobs"]),
+                escape(category["name"]), criterion, _fmt_count(category["jobs"]),
                 _fmt_percent(category["share"]), _fmt_seconds(category["mean_wait"]),
                 _fmt_seconds(category["mean_response"]),
                 _fmt_ratio(category["mean_bounded_slowdown"]),
             )
         categories.add_section()
-    return [headline, spread, categories]
-
-
-# rich's boxes, as it draws them: HEAVY_HEAD with a header row, SQUARE without one. Each is
-# (top, header row, rule under the header, body row, section rule, bottom): left edge, fill,
-# column divider, right edge.
-_HEAVY_HEAD = ("┏━┳┓", "┃ ┃┃", "┡━╇┩", "│ ││", "├─┼┤", "└─┴┘")
-_SQUARE = ("┌─┬┐", "│ ││", "├─┼┤", "│ ││", "├─┼┤", "└─┴┘")
-# Characters whose width and meaning rich and `plain_text` agree on: printable ASCII and the
-# few symbols the tables use. Markup ("[") is left to rich, and so is an emoji code.
-_PLAIN_SAFE = frozenset(map(chr, range(0x20, 0x7F))) - {"["} | {"≤", "–"}
-_EMOJI_CODE = r"(:(\S*?)(?:(?:\-)(emoji|text))?:)"
-"""rich's pattern of an emoji code (rich/_emoji_replace.py): ":name:" prints as the emoji where
-rich knows the name (":smile:"), as written where it does not (a machine "flat:144:8")."""
-
-
-def _names_an_emoji(texts: Sequence[str]) -> bool:
-    import re
-
-    names = [code[1].lower() for text in texts for code in re.findall(_EMOJI_CODE, text)]
-    if not names:
-        return False
-    try:
-        from rich._emoji_codes import EMOJI  # the table alone: a few ms, not all of rich
-    except ImportError:
-        return True
-    return any(name in EMOJI for name in names)
-
-
-def plain_text(tables: Sequence[TextTable], width: int) -> str | None:
-    """The tables as rich prints them to a file or pipe (no colours) `width` columns wide, or
-    None where that takes rich itself: a cell or title with other characters or an emoji code,
-    a table or title wider than the page. rich's import and layout are most of a short replay's
-    printing."""
-    out = []
-    for table in tables:
-        texts = [table.title, *(c for c, _ in table.columns), *(c for r in table.rows for c in r)]
-        if not _PLAIN_SAFE.issuperset("".join(texts)) or _names_an_emoji(texts):
-            return None
-        cells = ([[c for c, _ in table.columns]] if table.header else []) + [
-            list(row) for row in table.rows]
-        widths = [max(map(len, column)) + 2 for column in zip(*cells, strict=True)]
-        total = sum(widths) + len(widths) + 1
-        if total > width or len(table.title) > total:
-            return None
-        box = _HEAVY_HEAD if table.header else _SQUARE
-
-        def rule(line: str, widths: list[int] = widths) -> str:
-            return line[0] + line[2].join(line[1] * w for w in widths) + line[3]
-
-        def row(line: str, cells: Sequence[str], table: TextTable = table,
-                widths: list[int] = widths) -> str:
-            return line[0] + line[2].join(
-                f" {cell:<{w - 2}} " if justify == "left" else f" {cell:>{w - 2}} "
-                for cell, w, (_, justify) in zip(cells, widths, table.columns, strict=True)
-            ) + line[3]
-
-        if table.title:
-            out.append(f"{table.title:<{total}}")
-        out.append(rule(box[0]))
-        if table.header:
-            out.append(row(box[1], [c for c, _ in table.columns]))
-            out.append(rule(box[2]))
-        for number, cells_of_row in enumerate(table.rows, 1):
-            out.append(row(box[3], cells_of_row))
-            if number in table.sections and number < len(table.rows):
-                out.append(rule(box[4]))
-        out.append(rule(box[5]))
-    return "\n".join(out) + "\n"
-
-
+    return Group(headline, spread, categories)
 
 
 PAPERS = (
@@ -615,28 +519,10 @@ def output_console() -> Console:
 def print_metrics(
     metrics: Mapping[str, Any], console: Console | None = None, *, title: str = "Qsim metrics"
 ) -> None:
-    """Print `metric_tables` to `console` (stdout by default), with the papers named: through
-    rich on a terminal or a console given, as plain text (the same characters) to a file or
-    pipe where `plain_text` can draw them."""
-    tables = metric_tables(metrics, title=title)
-    if console is None:
-        text = plain_text(tables, _PIPED_WIDTH) if _plain_stdout() else None
-        if text is not None:
-            sys.stdout.write(text + PAPERS + "\n")
-            return
-        console = output_console()
-    from rich.console import Group
-
-    console.print(Group(*(table.rich() for table in tables)))
+    """Print `render_metrics` to `console` (stdout by default), with the papers named."""
+    console = console or output_console()
+    console.print(render_metrics(metrics, title=title))
     console.print(PAPERS, style="dim", soft_wrap=True)
-
-
-def _plain_stdout() -> bool:
-    """Whether rich's `output_console` would write stdout without colours or escapes, in UTF-8
-    (its terminal test: no TTY_COMPATIBLE or FORCE_COLOR setting, not a terminal, no Jupyter)."""
-    return ("TTY_COMPATIBLE" not in os.environ and "FORCE_COLOR" not in os.environ
-            and "IPython" not in sys.modules and not sys.stdout.isatty()
-            and (getattr(sys.stdout, "encoding", None) or "utf-8").lower().startswith("utf"))
 
 
 # One row of a side-by-side comparison: label, how to read the value, how to show it as plain
