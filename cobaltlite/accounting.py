@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cobaltlite.errors import InputError
-from cobaltlite.timefmt import TWO_DIGITS
+from cobaltlite.timefmt import MINUTES_SECONDS, TWO_DIGITS
 from cobaltlite.traces.model import TraceJob, TraceReadResult
 from cobaltlite.traces.swf import ESTIMATES, read_lines
 
@@ -73,9 +73,6 @@ _DATES: dict[int, str] = {}
 """`MM/DD/YYYY ` of each day (days since the epoch) a record was written for: a replay writes
 hundreds of thousands of records over a few hundred days."""
 
-_CLOCK_MINUTES = tuple(f"{h}:{m}:" for h in TWO_DIGITS[:24] for m in TWO_DIGITS[:60])
-"""`HH:MM:` of each minute of a day: a record's clock is one of these and two digits."""
-
 
 def record_stamp(when: float) -> str:
     """`when` as `MM/DD/YYYY HH:MM:SS` in UTC, truncated to the second: a record's timestamp."""
@@ -86,8 +83,8 @@ def record_stamp(when: float) -> str:
     date = _DATES.get(day)
     if date is None:
         date = _DATES[day] = datetime.fromtimestamp(day * 86400, UTC).strftime("%m/%d/%Y ")
-    minute, seconds = divmod(in_day, 60)
-    return f"{date}{_CLOCK_MINUTES[minute]}{TWO_DIGITS[seconds]}"
+    hour, in_hour = divmod(in_day, 3600)
+    return f"{date}{TWO_DIGITS[hour]}:{MINUTES_SECONDS[in_hour]}"
 
 
 _GOOD_NAMES: set[str] = set()

@@ -14,64 +14,26 @@ now the pass reserves no more.
 
 from __future__ import annotations
 
-import dataclasses
-
 from hypothesis import given
 from hypothesis import strategies as st
-from test_easy_shortcuts import queue_config
-from test_kept_plan import run_recording
-from test_reservations import reserved
-from test_scheduler_properties import BGP, FLAT8, SETTINGS, workloads
+from test_easy_shortcuts import replay, scenario
+from test_scheduler_properties import BGP, FLAT8, SETTINGS
 
-from cobaltlite.faults.sources import FailureEvent
-from cobaltlite.policy.utility import builtin_policy
-from cobaltlite.qsim.engine import Qsim
 from cobaltlite.scheduler.scheduler import Backfill
-
-
-def replay(jobs, kind, policy, failures, places, limit, reservations, window, backfill, stop):
-    utility = builtin_policy(policy)
-    qsim = Qsim([dataclasses.replace(j) for j in jobs], kind.build(), utility,
-                backfill, failures=failures, repair_time=7.0,
-                queue_config=None if limit is None else queue_config(limit),
-                policies={utility.name: utility}, reservations=reservations, window=window)
-    qsim.queue_places = places
-    qsim.scheduler.conservative_stop = stop
-    return run_recording(qsim)
 
 
 @SETTINGS
 @given(data=st.data(), kind=st.sampled_from([BGP, BGP, BGP, FLAT8]))
 def test_the_conservative_stop_passes_exactly_as_reserving_every_job(data, kind):
-    jobs = data.draw(workloads(kind, exact=data.draw(st.booleans()), max_jobs=40, span=20))
-    policy = data.draw(st.sampled_from(["fcfs", "wfp3", "wfp3"]))
-    rare = st.sampled_from([True, False, False])
-    machine = kind.build()
-    units = machine.failure_units()
-    failures = sorted(data.draw(st.lists(
-        st.builds(FailureEvent, st.integers(0, 60), st.sampled_from(units)), max_size=2)),
-        key=lambda f: (f.time, f.component)) if data.draw(rare) else []
-    # Place sets name nodes on a flat machine and blocks on Blue Gene/P; some jobs go to a
-    # second queue, mapped elsewhere or nowhere. A flat machine without place sets, periods
-    # or a window keeps its plan, which the stop leaves alone: give it a place set mostly.
-    names = units if kind.is_flat else sorted(machine.names)
-    for job in jobs:
-        if data.draw(st.booleans()):
-            job.queue = "other"
-    places = {}
-    if kind.is_flat or data.draw(rare):
-        places = {"default": frozenset(names[: len(names) // 2 + 1])}
-        if data.draw(st.booleans()):
-            places["other"] = frozenset(names[len(names) // 3:])
-    limit = 2 if data.draw(rare) else None
-    reservations = data.draw(reserved(kind)) if data.draw(rare) else None
-    window = 2 if data.draw(rare) else 1
+    # A flat machine without place sets, periods or a window keeps its plan, which the stop
+    # leaves alone: give it place sets always.
+    case = scenario(data, kind, ["fcfs", "wfp3", "wfp3"], st.sampled_from([True, False, False]),
+                    always_places=kind.is_flat)
     # Slack backfilling ends its pass with conservative planning, in two parts at times.
+    rare = st.sampled_from([True, False, False])
     backfill = Backfill.SLACK if data.draw(rare) else Backfill.CONSERVATIVE
-    got = replay(jobs, kind, policy, failures, places, limit, reservations, window, backfill,
-                 True)
-    want = replay(jobs, kind, policy, failures, places, limit, reservations, window, backfill,
-                  False)
+    got = replay(case, kind, backfill, conservative_stop=True)
+    want = replay(case, kind, backfill, conservative_stop=False)
     for g, w in zip(got[0], want[0], strict=True):
         assert g == w, f"pass at {w[0]}: with the stop {g}, reserving every job {w}"
     assert repr(got[1].outcomes) == repr(want[1].outcomes)

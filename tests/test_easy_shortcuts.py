@@ -37,23 +37,26 @@ def queue_config(maxrunning: int) -> list[dict[str, object]]:
         return load_queue_config(path)
 
 
-def replay(jobs, kind, policy, failures, places, limit, reservations, window, shortcuts):
+def replay(case, kind, backfill, **switches):
+    """Replay `case` (from `scenario`) with `backfill`, the scheduler's `switches` set."""
+    jobs, policy, failures, places, limit, reservations, window = case
     utility = builtin_policy(policy)
-    qsim = Qsim([dataclasses.replace(j) for j in jobs], kind.build(), utility, Backfill.EASY,
+    qsim = Qsim([dataclasses.replace(j) for j in jobs], kind.build(), utility, backfill,
                 failures=failures, repair_time=7.0,
                 queue_config=None if limit is None else queue_config(limit),
                 policies={utility.name: utility}, reservations=reservations, window=window)
     qsim.queue_places = places
-    qsim.scheduler.easy_shortcuts = shortcuts
+    for name, value in switches.items():
+        setattr(qsim.scheduler, name, value)
     return run_recording(qsim)
 
 
-def passes_alike(data, kind, plain: bool) -> None:
-    """Replay one random workload with and without the shortcuts; `plain`: mostly without
-    failures, place sets, reservations or windows (the flat machine's two-level path)."""
+def scenario(data, kind, policies, rare, always_places=False):
+    """A random workload and what a replay of it varies: policy (drawn from `policies`),
+    failures, place sets, a running limit, reservations and window, each but the policy
+    present when `rare` draws True (place sets always with `always_places`)."""
     jobs = data.draw(workloads(kind, exact=data.draw(st.booleans()), max_jobs=40, span=20))
-    policy = data.draw(st.sampled_from(["fcfs", "fcfs", "wfp3"]))
-    rare = st.sampled_from([True, False, False, False]) if plain else st.booleans()
+    policy = data.draw(st.sampled_from(policies))
     machine = kind.build()
     units = machine.failure_units()
     failures = sorted(data.draw(st.lists(
@@ -66,15 +69,23 @@ def passes_alike(data, kind, plain: bool) -> None:
         if data.draw(st.booleans()):
             job.queue = "other"
     places = {}
-    if data.draw(rare):
+    if always_places or data.draw(rare):
         places = {"default": frozenset(names[: len(names) // 2 + 1])}
         if data.draw(st.booleans()):
             places["other"] = frozenset(names[len(names) // 3:])
     limit = 2 if data.draw(rare) else None
     reservations = data.draw(reserved(kind)) if data.draw(rare) else None
     window = 2 if data.draw(rare) else 1
-    got = replay(jobs, kind, policy, failures, places, limit, reservations, window, True)
-    want = replay(jobs, kind, policy, failures, places, limit, reservations, window, False)
+    return jobs, policy, failures, places, limit, reservations, window
+
+
+def passes_alike(data, kind, plain: bool) -> None:
+    """Replay one random workload with and without the shortcuts; `plain`: mostly without
+    failures, place sets, reservations or windows (the flat machine's two-level path)."""
+    rare = st.sampled_from([True, False, False, False]) if plain else st.booleans()
+    case = scenario(data, kind, ["fcfs", "fcfs", "wfp3"], rare)
+    got = replay(case, kind, Backfill.EASY, easy_shortcuts=True)
+    want = replay(case, kind, Backfill.EASY, easy_shortcuts=False)
     for g, w in zip(got[0], want[0], strict=True):
         assert g == w, f"pass at {w[0]}: with shortcuts {g}, asking every job {w}"
     assert repr(got[1].outcomes) == repr(want[1].outcomes)

@@ -57,4 +57,3 @@ def test_a_flat_replay_imports_no_daemon_yaml_or_optional_feature_code(tmp_path:
                                  "cobaltlite.machine.block_layout", "cobaltlite.faults.sources",
                                  "cobaltlite.scheduler.partitioned", "cobaltlite.scheduler.slack"))}
     assert unneeded == set()
-

@@ -80,8 +80,9 @@ class Outcome(NamedTuple):
 
 def _remembered(event: Callable[[JobStatus], Outcome]) -> Callable[[JobStatus], Outcome]:
     """Remember an event's outcome for each status without dependencies (a handful of values),
-    so the replay's three transitions per job are a dictionary lookup each. Refusals are not
-    remembered: they raise every time."""
+    so a transition is a dictionary lookup (Qsim goes further: its start and launch are one
+    lookup of the pair's result, qsim/engine.py's _LAUNCHED). Refusals are not remembered:
+    they raise every time."""
     outcomes: dict[JobStatus, Outcome] = {}
 
     def remembered(status: JobStatus) -> Outcome:

@@ -291,22 +291,22 @@ def time_series(
         round(max(0.0, queued_counts[k] * t - queued_sums[k]) / 60.0, _RATIO_DIGITS) or 0.0
         for t, k in zip(samples, [bisect_right(event_times, t) for t in samples], strict=True)]
     before = bisect_left(samples, times[0])  # samples before the first start: all zero
-    samples = samples[before:]
-    steps = [bisect_right(times, t) - 1 for t in samples]  # the step each sample is on
+    since_start = samples[before:]
+    steps = [bisect_right(times, t) - 1 for t in since_start]  # the step each sample is on
     now_values = [values[j] for j in steps]
     areas_now = [areas[j] + now * (t - times[j])
-                 for t, j, now in zip(samples, steps, now_values, strict=True)]
+                 for t, j, now in zip(since_start, steps, now_values, strict=True)]
     series["utilization"] = [0.0] * before + [round(now, _RATIO_DIGITS) or 0.0
                                               for now in now_values]
     for column, span in rolling:
-        opened = [max(t - span, times[0]) for t in samples]
+        opened = [max(t - span, times[0]) for t in since_start]
         column.extend([0.0] * before)
         column.extend([
             round(now if t <= t_open else
                   (area_now - (areas[i] + values[i] * (t_open - times[i]))) / (t - t_open),
                   _RATIO_DIGITS) or 0.0
             for t, t_open, i, now, area_now in zip(
-                samples, opened, [bisect_right(times, t_open) - 1 for t_open in opened],
+                since_start, opened, [bisect_right(times, t_open) - 1 for t_open in opened],
                 now_values, areas_now, strict=True)])
     depths = series["queue_depth"]
     return {"step": step, **series,

@@ -616,9 +616,10 @@ class Scheduler:
                     idle = machine.idle_nodes()
                     continue
                 if look_ahead:
-                    if location is None:  # shorter than any run refused before for its key
-                        refused[self._size_key(job, allowed)] = (
-                            job.wall_time if job.size <= idle else -_NO_RUN)
+                    # A job larger than the idle nodes needs no entry: the look-ahead skips
+                    # every such size first, and the idle count only falls during a pass.
+                    if location is None and job.size <= idle:
+                        refused[self._size_key(job, allowed)] = job.wall_time
                     ahead = self._next_that_may_start(waiting, i + 1, idle, planner, refused)
                     if ahead == len(waiting):
                         return  # the later reservations would start nothing now
