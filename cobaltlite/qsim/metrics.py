@@ -46,11 +46,8 @@ to six decimals, which is below anything a trace can resolve.
 from __future__ import annotations
 
 import math
-import operator
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
-from itertools import accumulate, repeat, takewhile
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -245,69 +242,87 @@ def time_series(
         return {"step": step, "hours": [], "queue_depth": [], "utilization": [],
                 **{name: [] for name in ROLLING_UTILIZATION},
                 "queue_depth_mean": None, "queue_depth_peak": None}
-    # Two orderings of the jobs (no per-job tuples: on a large trace they were the peak of the
-    # whole replay): by submission and by start. Each column is then built at once, a sample
-    # finding its place among the events by bisection (issue 13: a loop per event and per
-    # sample was most of `compute_metrics`).
+    # Three orderings of the jobs (no per-job tuples: on a large trace they were the peak of
+    # the whole replay): by submission, by start and by end.
     by_submit = sorted(outcomes, key=_SUBMIT)
     by_start = sorted(outcomes, key=_SUBMIT, reverse=True)
     by_start.sort(key=_START)  # equal starts: the later submission first
+    by_end = sorted(outcomes, key=_END)
+    n = len(outcomes)
     first = by_submit[0].submit_time
-    last = max(map(_END, outcomes))
+    last = by_end[-1].end_time
     series: dict[str, list[float]] = {"hours": [], "queue_depth": [], "utilization": [],
                                       **{name: [] for name in ROLLING_UTILIZATION}}
     rolling = [(series[name], span) for name, span in ROLLING_UTILIZATION.items()]
-    # Queue depth at t = n(t)·t - Σ submit over the jobs queued at t (submit <= t < start). The
-    # submissions and starts in time order, a start before a submission at one time and equal
-    # starts by later submission first (a stable sort of the starts, then the submissions), and
-    # the running count and sum after each, added in that order: at a sample, the ones up to it.
-    starts = list(map(_START, by_start))
-    submitted = list(map(_SUBMIT, by_submit))
-    event_times = starts + submitted
-    order = sorted(range(len(event_times)), key=event_times.__getitem__)
-    event_times = [event_times[i] for i in order]
-    signed = [-job.submit_time for job in by_start] + submitted
-    queued_sums = list(accumulate([signed[i] for i in order], initial=0.0))
-    n = len(by_start)
-    queued_counts = list(accumulate([-1 if i < n else 1 for i in order], initial=0))
-    # The instant utilization as a step function: at every time a job starts or ends, the value
-    # from then on and its integral from the first such time. The averages are StepSeries'
-    # arithmetic (metrics_monitor/series.py) step for step, so the figures are the same to the
-    # bit; a sample reads the steps up to its time.
-    change: dict[float, int] = {}
-    for job in by_start:
-        change[job.start_time] = change.get(job.start_time, 0) + job.allocated_nodes
-    for job in outcomes:
-        change[job.end_time] = change.get(job.end_time, 0) - job.allocated_nodes
-    times = sorted(change)
-    values = [held / machine_nodes for held in accumulate([change[when] for when in times])]
-    areas = list(accumulate([values[k] * (times[k + 1] - times[k])
-                             for k in range(len(times) - 1)], initial=0.0))
-    # The sample times, each the last plus `step` (the sums a running `t += step` makes).
-    samples = list(takewhile(partial(operator.ge, last), accumulate(repeat(step), initial=first)))
-    # round(x, _RATIO_DIGITS) is _ratio(x), without a call per value.
-    series["hours"] = [round((t - first) / 3600.0, 6) for t in samples]
-    series["queue_depth"] = [
-        round(max(0.0, queued_counts[k] * t - queued_sums[k]) / 60.0, _RATIO_DIGITS) or 0.0
-        for t, k in zip(samples, [bisect_right(event_times, t) for t in samples], strict=True)]
-    before = bisect_left(samples, times[0])  # samples before the first start: all zero
-    since_start = samples[before:]
-    steps = [bisect_right(times, t) - 1 for t in since_start]  # the step each sample is on
-    now_values = [values[j] for j in steps]
-    areas_now = [areas[j] + now * (t - times[j])
-                 for t, j, now in zip(since_start, steps, now_values, strict=True)]
-    series["utilization"] = [0.0] * before + [round(now, _RATIO_DIGITS) or 0.0
-                                              for now in now_values]
-    for column, span in rolling:
-        opened = [max(t - span, times[0]) for t in since_start]
-        column.extend([0.0] * before)
-        column.extend([
-            round(now if t <= t_open else
-                  (area_now - (areas[i] + values[i] * (t_open - times[i]))) / (t - t_open),
-                  _RATIO_DIGITS) or 0.0
-            for t, t_open, i, now, area_now in zip(
-                since_start, opened, [bisect_right(times, t_open) - 1 for t_open in opened],
-                now_values, areas_now, strict=True)])
+    # The instant utilization as a step function, built in time order up to each sample: at
+    # every time a job starts or ends, the time, the value from then on and the integral from
+    # the first such time. The averages use StepSeries' arithmetic (metrics_monitor/series.py)
+    # step for step, so the figures are the same to the bit, but each span keeps a pointer to
+    # where its window opens instead of bisecting: the sample times only grow.
+    times: list[float] = []
+    values: list[float] = []
+    areas: list[float] = []
+    opens = [0] * len(rolling)
+    held = i_up = i_down = 0
+    # Queue depth at t = n(t)·t - Σ submit over the jobs queued at t (submit <= t < start): the
+    # submissions and starts up to t, in time order, a start before a submission at one time
+    # and equal starts by later submission first (the sums are in that order).
+    count, submits, i_submit, i_start = 0, 0.0, 0, 0
+    inf = math.inf
+    t = first
+    while t <= last:
+        while True:
+            started = by_start[i_start].start_time if i_start < n else inf
+            submitted = by_submit[i_submit].submit_time if i_submit < n else inf
+            if started <= submitted and started <= t:
+                count -= 1
+                submits -= by_start[i_start].submit_time
+                i_start += 1
+            elif submitted <= t:
+                count += 1
+                submits += by_submit[i_submit].submit_time
+                i_submit += 1
+            else:
+                break
+        while True:
+            when = min(by_start[i_up].start_time if i_up < n else inf,
+                       by_end[i_down].end_time if i_down < n else inf)
+            if when > t:
+                break
+            while i_up < n and by_start[i_up].start_time == when:
+                held += by_start[i_up].allocated_nodes
+                i_up += 1
+            while i_down < n and by_end[i_down].end_time == when:
+                held -= by_end[i_down].allocated_nodes
+                i_down += 1
+            areas.append(areas[-1] + values[-1] * (when - times[-1]) if times else 0.0)
+            times.append(when)
+            values.append(held / machine_nodes)
+        # round(x, _RATIO_DIGITS) is _ratio(x), without a call per value.
+        series["hours"].append(round((t - first) / 3600.0, 6))
+        series["queue_depth"].append(
+            round(max(0.0, count * t - submits) / 60.0, _RATIO_DIGITS) or 0.0)
+        if not times:  # nothing started yet
+            series["utilization"].append(0.0)
+            for column, _ in rolling:
+                column.append(0.0)
+            t += step
+            continue
+        now_value = values[-1]
+        area_now = areas[-1] + now_value * (t - times[-1])
+        series["utilization"].append(round(now_value, _RATIO_DIGITS) or 0.0)
+        for k, (column, span) in enumerate(rolling):
+            opened = max(t - span, times[0])
+            if t <= opened:
+                average = now_value
+            else:
+                i = opens[k]
+                while i + 1 < len(times) and times[i + 1] <= opened:
+                    i += 1
+                opens[k] = i
+                average = (area_now - (areas[i] + values[i] * (opened - times[i]))) / (t - opened)
+            column.append(round(average, _RATIO_DIGITS) or 0.0)
+        t += step
     depths = series["queue_depth"]
     return {"step": step, **series,
             "queue_depth_mean": _ratio(_mean(depths)), "queue_depth_peak": max(depths)}
