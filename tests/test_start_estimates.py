@@ -113,6 +113,34 @@ _MAPPED_PLACES = {"flat:8": MAPPED["mapped"],
                   "bgp-2rack": frozenset({"ANL-R00-M0-512", "ANL-R00-M1-512", "ANL-R00-1024"})}
 
 
+def _running_on(machine, now: float, running: list[tuple[int, int, str]]) -> list[SimJob]:
+    """Jobs running at `now` as (size in smallest blocks, seconds left, user), placed where the
+    machine would place them and released again: the fork holds them from the list."""
+    unit = machine.min_block_size
+    ending = []
+    for k, (size, left, user) in enumerate(running):
+        where = machine.find_location(size * unit, 60.0, now)
+        if where is None:
+            continue
+        machine.allocate(where, 1000 + k, 0.0)
+        ending.append(SimJob(1000 + k, size * unit, 60.0, 60.0, now - 100, user, "p", "default",
+                             start_time=now - 60 + left, location=where))
+    for jobid in list(machine.held_by()):
+        machine.release(jobid)
+    return ending
+
+
+def _assert_pruned_equals_full(machine, now: float, ending: list[SimJob], waiting: list[SimJob],
+                               policy: str, backfill: Backfill, spec: str) -> None:
+    places = {"mapped": _MAPPED_PLACES[spec]}
+    chosen = builtin_policy(policy)
+    pruned = estimate_start_times(machine, now, ending, waiting, chosen, backfill,
+                                  queue_places=places)
+    full = estimate_start_times(machine, now, ending, waiting, chosen, backfill,
+                                queue_places=places, prune=False)
+    assert pruned == full
+
+
 @settings(max_examples=80, deadline=None)
 @given(spec=st.sampled_from(sorted(_MAPPED_PLACES)),
        policy=st.sampled_from(["fcfs", "default", "high_prio", "wfp3", "wfp1", "fat", "fcsj",
@@ -133,26 +161,11 @@ def test_passes_seeing_only_the_jobs_that_matter_estimate_as_passes_seeing_all(
     machine = _MACHINES[spec]
     unit = machine.min_block_size  # sizes in blocks of the smallest size, so jobs fit
     now = 1000.0
-    ending = []
-    for k, (size, left) in enumerate(running):
-        where = machine.find_location(size * unit, 60.0, now)
-        if where is None:
-            continue
-        machine.allocate(where, 1000 + k, 0.0)
-        ending.append(SimJob(1000 + k, size * unit, 60.0, 60.0, now - 100, "u", "p", "default",
-                             start_time=now - 60 + left, location=where))
-    for jobid in list(machine.held_by()):
-        machine.release(jobid)
+    ending = _running_on(machine, now, [(size, left, "u") for size, left in running])
     waiting = [SimJob(i + 1, size * unit, float(wall), float(wall), now - 10 * age, "u", "p",
                       "mapped" if mapped else "default", queue_priority=priority)
                for i, (size, wall, age, mapped, priority) in enumerate(queued)]
-    places = {"mapped": _MAPPED_PLACES[spec]}
-    chosen = builtin_policy(policy)
-    pruned = estimate_start_times(machine, now, ending, waiting, chosen, backfill,
-                                  queue_places=places)
-    full = estimate_start_times(machine, now, ending, waiting, chosen, backfill,
-                                queue_places=places, prune=False)
-    assert pruned == full
+    _assert_pruned_equals_full(machine, now, ending, waiting, policy, backfill, spec)
 
 
 @settings(max_examples=60, deadline=None)
@@ -172,26 +185,11 @@ def test_fairshare_ranked_per_user_estimates_as_passes_scoring_every_job(
     machine = _MACHINES[spec]
     unit = machine.min_block_size
     now = 1000.0
-    ending = []
-    for k, (size, left, user) in enumerate(running):
-        where = machine.find_location(size * unit, 60.0, now)
-        if where is None:
-            continue
-        machine.allocate(where, 1000 + k, 0.0)
-        ending.append(SimJob(1000 + k, size * unit, 60.0, 60.0, now - 100, f"u{user}", "p",
-                             "default", start_time=now - 60 + left, location=where))
-    for jobid in list(machine.held_by()):
-        machine.release(jobid)
+    ending = _running_on(machine, now, [(size, left, f"u{user}") for size, left, user in running])
     waiting = [SimJob(i + 1, size * unit, float(wall), float(wall), now - 10 * age, f"u{user}",
                       "p", "mapped" if mapped else "default")
                for i, (size, wall, age, mapped, user) in enumerate(queued)]
-    places = {"mapped": _MAPPED_PLACES[spec]}
-    chosen = builtin_policy("fairshare")
-    pruned = estimate_start_times(machine, now, ending, waiting, chosen, backfill,
-                                  queue_places=places)
-    full = estimate_start_times(machine, now, ending, waiting, chosen, backfill,
-                                queue_places=places, prune=False)
-    assert pruned == full
+    _assert_pruned_equals_full(machine, now, ending, waiting, "fairshare", backfill, spec)
 
 
 @settings(max_examples=100, deadline=None)
