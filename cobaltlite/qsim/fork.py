@@ -261,11 +261,9 @@ class WaitingColumns:
             if others.size:
                 kept[others[0]] = True
             return list(self._objects[kept])
-        inputs.now = now
-        scores = self._scores(now, inputs)
-        if not np.isfinite(scores).all() and not np.isfinite(scores[waiting]).all():
-            return self._ranked_exactly([jobs[i] for i in np.flatnonzero(waiting).tolist()],
-                                        now, inputs)
+        scores = self._array_scores(now, inputs)
+        if scores is None:
+            return self._waiting_ranked_exactly(now, inputs)
         order = self._by_array_score(scores)
         fits, close = kept[order], scores[order]
         first = int(fits.argmin())  # the best by array score of the jobs that do not fit
@@ -308,21 +306,15 @@ class WaitingColumns:
         reservation may keep a later job from starting now); the jobs after it cannot start
         in this pass, and their reservations come after every job that could."""
         np = self._np
-        waiting = self._waiting
-        inputs.now = now
-        scores = self._scores(now, inputs)
-        if not np.isfinite(scores[waiting]).all():
-            jobs = self._jobs
-            return self._ranked_exactly([jobs[i] for i in np.flatnonzero(waiting).tolist()],
-                                        now, inputs)
+        scores = self._array_scores(now, inputs)
+        if scores is None:
+            return self._waiting_ranked_exactly(now, inputs)
         chosen = self._by_array_score(scores)
+        last = int(np.flatnonzero(self._size[chosen] <= idle)[-1])
         if self._exact:
-            last = int(np.flatnonzero(self._size[chosen] <= idle)[-1])
             return self._objects[chosen[:last + 1]].tolist()
         close = scores[chosen]
-        magnitude = np.abs(close)
-        apart = close[:-1] - close[1:] > SCORE_BAND * (magnitude[:-1] + magnitude[1:])
-        last = int(np.flatnonzero(self._size[chosen] <= idle)[-1])
+        apart = ~self._near_ties(close)
         # Past the jobs whose array scores nearly tie with the last that fits: the exact
         # order may put any of them before it.
         beyond = np.flatnonzero(apart[last:])
@@ -337,8 +329,7 @@ class WaitingColumns:
         ranked: list[SimJob] = self._objects[chosen].tolist()
         if self._exact:
             return ranked
-        size = np.abs(close)
-        gaps = close[:-1] - close[1:] <= SCORE_BAND * (size[:-1] + size[1:])
+        gaps = self._near_ties(close)
         if not gaps.any():
             return ranked
         # Near ties: score them exactly; every other pair is far enough apart to keep its
@@ -351,6 +342,28 @@ class WaitingColumns:
         self._ranked_exactly([ranked[i] for i in np.flatnonzero(near).tolist()], now, inputs)
         ranked.sort(key=_rank)
         return ranked
+
+    def _array_scores(self, now: float, inputs: PassInputs) -> Any:
+        """Every job's array score at `now`, or None when a waiting job's is not finite (the
+        pass then ranks by exact scores, failing where a full pass fails)."""
+        np = self._np
+        inputs.now = now
+        scores = self._scores(now, inputs)
+        if np.isfinite(scores).all() or np.isfinite(scores[self._waiting]).all():
+            return scores
+        return None
+
+    def _waiting_ranked_exactly(self, now: float, inputs: PassInputs) -> list[SimJob]:
+        jobs = self._jobs
+        return self._ranked_exactly(
+            [jobs[i] for i in self._np.flatnonzero(self._waiting).tolist()], now, inputs)
+
+    def _near_ties(self, close: Any) -> Any:
+        """For each neighbouring pair of the array scores `close` (highest first), whether the
+        two lie within SCORE_BAND of each other, where the exact scores may rank them apart
+        the other way round."""
+        size = self._np.abs(close)
+        return close[:-1] - close[1:] <= SCORE_BAND * (size[:-1] + size[1:])
 
     def _ranked_exactly(self, jobs: list[SimJob], now: float, inputs: PassInputs
                         ) -> list[SimJob]:
