@@ -36,6 +36,7 @@ from cobaltlite.policy.utility import (
 from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.qsim.followed_plan import follow_the_plan
 from cobaltlite.reservations.model import Reservation
+from cobaltlite.scheduler.plan import LastReservations
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.scheduler.slack import SlackState
 
@@ -489,6 +490,12 @@ def estimate_start_times(
             return fork.starts
         if fork.fixed_order or in_one_go or reserving:
             fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order, reserving)
+        if reserving and isinstance(machine, BGPMachine) and all(
+                job.wall_time > 0 for job in waiting):
+            # The conditions `LastReservations` rests on: those of `reserving` (W = 1, no
+            # running limit, no reservation period, no region), a fork's, and no job ending
+            # as it starts.
+            fork.scheduler.last_reservations = LastReservations(machine, now)
         fork.run_forward()
     finally:
         for jobid in list(machine.held_by()):

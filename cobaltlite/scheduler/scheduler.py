@@ -64,7 +64,7 @@ from cobaltlite.clock import Clock
 from cobaltlite.machine.flat import FlatMachine, FlatPlanner
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
-from cobaltlite.scheduler.plan import NEVER, KeptPlan
+from cobaltlite.scheduler.plan import NEVER, KeptPlan, LastReservations
 
 # Imported where used: a replay without reservations, a queue layout or slack backfilling never
 # loads them.
@@ -136,6 +136,10 @@ class Scheduler:
         and stop reserving once none can (False: ask and reserve every job, the reference
         tests/test_conservative_stop.py compares with)."""
         self._partitioned: PartitionedPass | None = None  # made at the first layout's pass
+        self.last_reservations: LastReservations | None = None
+        """Set by a forked replay on Blue Gene/P whose future is known (qsim/fork.py): each
+        conservative pass on its machine holds again the last pass's reservations of the jobs
+        still ranked first instead of searching for them (scheduler/plan.py)."""
 
     def _by_partition(self) -> PartitionedPass:
         """The per-region passes of a queue layout (cobaltlite/scheduler/partitioned.py):
@@ -270,12 +274,23 @@ class Scheduler:
     ) -> None:
         """Step 4 under conservative backfilling from the top job (`jobs[0]`) on: on a flat
         machine without place sets or reservation periods, by resuming the last pass's plan
-        where it still holds (scheduler/plan.py), else on a plan made afresh."""
+        where it still holds (scheduler/plan.py); in a forked replay on Blue Gene/P, with the
+        last pass's reservations of the jobs still ranked first held again
+        (`last_reservations`); else on a plan made afresh."""
         kept: KeptPlan | None = None
         began: list[int] = []  # the kept jobs started where the plan reserved them
-        if booked is not None or self._places is not None or not isinstance(machine, FlatMachine):
+        last = self.last_reservations
+        recorded: KeptPlan | LastReservations | None = None
+        first = 0  # the jobs from the first on are to be reserved
+        again = 0  # of those, how many the last pass reserved so that they hold as they were
+        planner: Planner
+        if last is not None and booked is None and machine is last.machine:
+            # A job started ahead of the top one in this pass: nothing of the last plan holds.
+            planner, again = last.resume(now, () if report.started else jobs)
+            recorded = last
+        elif booked is not None or self._places is not None or not isinstance(machine, FlatMachine):
             self._kept = None
-            planner: Planner = booked if booked is not None else machine.planner(now)
+            planner = booked if booked is not None else machine.planner(now)
         else:
             kept = self._kept
             due = kept.resume(machine, now, jobs) if kept is not None and self.keep_plan else None
@@ -288,18 +303,24 @@ class Scheduler:
                 location = machine.find_location(job.size, job.wall_time, now)
                 if location is not None and self._start(job, location, report):
                     began.append(i)
-        first = 0 if kept is None else len(kept.keys)
+            recorded, first = kept, len(kept.keys)
         if first == 0:
             top = jobs[0]
-            start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
+            if again:
+                assert last is not None
+                start, where = last.reserve_again(planner)
+            else:
+                start, where = planner.reserve_earliest(top.size, top.wall_time,
+                                                        self._allowed(top))
+                if recorded is not None:
+                    recorded.add(top, start, where)
             report.drain = (top.jobid, where, start)
-            if kept is not None:
-                kept.add(top, start, where)
             first = 1
         else:
-            assert kept is not None
-            report.drain = (kept.keys[0][0], kept.wheres[0], kept.starts[0])
-        self._backfill_conservative(jobs[first:], machine, planner, report, kept)
+            assert recorded is not None
+            report.drain = (recorded.jobs[0].jobid, recorded.wheres[0], recorded.starts[0])
+        self._backfill_conservative(jobs[first:], machine, planner, report, recorded,
+                                    again=max(again - 1, 0))
         if kept is not None:
             kept.settle(now, began)
 
@@ -585,14 +606,18 @@ class Scheduler:
 
     def _backfill_conservative(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
-        report: PassReport, kept: KeptPlan | None = None, more_after: bool = False,
+        report: PassReport, kept: KeptPlan | LastReservations | None = None,
+        more_after: bool = False, again: int = 0,
     ) -> None:
         """Each job in rank order starts now if that delays no earlier reservation, else is
-        reserved at its earliest, in `kept` too when the plan is kept. `more_after`: the pass
-        goes on planning other jobs on `planner` after these (so all of these are reserved).
+        reserved at its earliest, in `kept` too when the plan is kept (all of it on a flat
+        machine; on Blue Gene/P in a fork, `LastReservations`, as far as the pass reserves).
+        `more_after`: the pass goes on planning other jobs on `planner` after these (so all of
+        these are reserved). `again`: the first `again` jobs are reserved in `kept` already
+        and cannot start now (`LastReservations.resume`): each is held again, not searched for.
 
-        Without a kept plan the reservations serve this pass alone, to keep later jobs from
-        starting now (the report holds the top job's drain, made before). With
+        Without a flat kept plan the reservations serve this pass alone, to keep later jobs
+        from starting now (the report holds the top job's drain, made before). With
         `conservative_stop`, the jobs that certainly cannot start now are not asked about, and
         the pass stops reserving once no later job can start now: within a pass the plan and
         the machine only lose free places (a start commits one, a reservation holds one), so
@@ -601,7 +626,8 @@ class Scheduler:
         what a shorter one does), for the rest of the pass. `_next_that_may_start` looks ahead
         with that memo; the jobs before the one it finds only need their reservations."""
         idle = machine.idle_nodes()
-        look_ahead = kept is None and self.conservative_stop and not more_after
+        look_ahead = (self.conservative_stop and not more_after
+                      and not isinstance(kept, KeptPlan))
         ahead = 0  # looking ahead, no job before waiting[ahead] can start now
         refused: dict[object, float] = {}  # as in _backfill_easy, never emptied: see above
         for i, job in enumerate(waiting):
@@ -610,7 +636,7 @@ class Scheduler:
             allowed = self._allowed(job)
             if i >= ahead:
                 location = (planner.location_now(job.size, job.wall_time, allowed)
-                            if job.size <= idle else None)
+                            if job.size <= idle and i >= again else None)
                 if location is not None and self._start(job, location, report):
                     planner.commit(location, job.wall_time)
                     idle = machine.idle_nodes()
@@ -623,6 +649,10 @@ class Scheduler:
                     ahead = self._next_that_may_start(waiting, i + 1, idle, planner, refused)
                     if ahead == len(waiting):
                         return  # the later reservations would start nothing now
+            if i < again:
+                assert isinstance(kept, LastReservations)
+                kept.reserve_again(planner)
+                continue
             start, where = NEVER, ""
             if machine.allocation_size(job.size) is not None:
                 start, where = planner.reserve_earliest(job.size, job.wall_time, allowed)
