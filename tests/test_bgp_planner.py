@@ -4,7 +4,8 @@ start and block, the same place free now, on random plans with running jobs (ove
 too), admins' reservations with and without pass-through, zero-length jobs, touching and
 overlapping reservations, `not_before`, place sets, failures, jobs started on a plan, holds
 of a given block, and copies of a planner; also far from time 0, where a sum of a time and a
-duration is rounded."""
+duration is rounded. A planner moved to a later present answers as a new one holding its
+reservations."""
 
 from __future__ import annotations
 
@@ -107,6 +108,58 @@ def test_the_per_block_index_plans_as_the_reservation_list(
             machine.release(jobid)
         for component in machine.failed_components():
             machine.unfail(component)
+
+
+@settings(max_examples=100, deadline=None)
+@given(intrepid=st.sampled_from([False, False, True]),
+       running=st.lists(st.tuples(st.integers(0, 226), st.sampled_from([5, 10, 20, 30])),
+                        max_size=6),
+       plan=st.lists(st.tuples(st.sampled_from(["reserve", "start", "hold"]),
+                               st.integers(0, 226), offsets, durations), max_size=30),
+       later=st.sampled_from([2.5, 5.0, 10.0, 20.0]), ops=operations)
+def test_a_planner_moved_to_a_later_present_plans_as_a_new_one_holding_its_reservations(
+        intrepid: bool, running: list[tuple[int, int]], plan: list[tuple[str, int, float, float]],
+        later: float, ops: list[tuple]) -> None:
+    """`BGPPlanner.advance`: a plan made at 0 (reservations, and jobs started on it, which
+    the machine holds from then on), moved to `later` once the jobs ending by then have given
+    their blocks back, answers as `machine.planner(later)` holding the same reservations."""
+    machine = _INTREPID if intrepid else _FIG1
+    names = machine.names
+    ends: dict[int, float] = {}
+    try:
+        for k, (block, left) in enumerate(running):
+            name = names[block % len(names)]
+            if (machine._available >> machine.index[name]) & 1:
+                machine.allocate(name, k, float(left))
+                ends[k] = float(left)
+        planner = machine.planner(0.0)
+        for k, (kind, block, start, length) in enumerate(plan, start=len(running)):
+            size = machine.sizes[block % len(machine.sizes)]
+            if kind == "reserve":
+                planner.reserve_earliest(size, length)
+            elif kind == "hold":
+                planner.hold(block % len(names), start, length)
+            else:  # a job started on the plan, as the scheduler's passes start one
+                location = planner.location_now(size, length)
+                if location is not None:
+                    machine.allocate(location, k, length)
+                    planner.commit(location, length)
+                    ends[k] = length
+        for jobid, end in ends.items():
+            if end <= later:
+                machine.release(jobid)
+        planner.advance(later)
+        fresh = machine.planner(later)
+        for start, stop, mask in planner._reservations:
+            fresh._hold(start, stop, mask)
+        places = frozenset(names[:40])
+        for op in ops:
+            if op[0] != "copy":
+                assert (_apply(planner, op, machine, places, later)
+                        == _apply(fresh, op, machine, places, later)), op
+    finally:
+        for jobid in list(machine.held_by()):
+            machine.release(jobid)
 
 
 def test_a_reservation_starting_as_a_job_would_end_leaves_its_block_to_it() -> None:

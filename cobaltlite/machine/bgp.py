@@ -547,6 +547,13 @@ class BGPPlanner:
                 best_i, best_t = i, t
         return best_t, best_i
 
+    def advance(self, now: float) -> None:
+        """Move the plan's present to `now` (not earlier), every reservation kept: the planner
+        `machine.planner(now)` would give, holding the same reservations. Only right when the
+        reservations made before still stand (scheduler/plan.py, `LastReservations`)."""
+        self._now = now
+        self._free_at = None  # the machine's jobs now, as the next call computes them
+
     def hold(self, block: int, start: float, duration: float) -> None:
         """Reserve block number `block` (of `BGPMachine.names`) from `start` for `duration`
         seconds, as `reserve_earliest` reserves the block it finds."""

@@ -430,6 +430,7 @@ def estimate_start_times(
     queue_places: Mapping[str, PlaceSet] | None = None,
     reservations: Sequence[Reservation] = (),
     prune: bool = True,
+    reuse_plan: bool = True,
     partitions: QueuePartitions | None = None,
     slack: SlackState | None = None,
 ) -> dict[int, float]:
@@ -443,7 +444,9 @@ def estimate_start_times(
     `policy`. `queue_places` maps queues to the places their jobs may use (partadm --queue);
     `reservations` (setres) are held over their periods as in Qsim. A job missing from the
     answer never starts in the fork (no place can hold it). `prune=False`: every pass sees the
-    whole queue, scored (the same answer, slower; tests compare the two). `partitions`: the
+    whole queue, scored (the same answer, slower; tests compare the two); `reuse_plan=False`:
+    a conservative pass on Blue Gene/P plans afresh instead of taking up the last pass's
+    reservations (`LastReservations`; the same answer, slower). `partitions`: the
     live queue layout's (seed 002; the system's `queue_partitions`): the fork schedules region
     by region as the scheduler does, each job by its own queue's name (no routing by class).
     `slack`: the scheduler's slack settings and memory (`Scheduler.slack_state`), which
@@ -490,7 +493,7 @@ def estimate_start_times(
             return fork.starts
         if fork.fixed_order or in_one_go or reserving:
             fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order, reserving)
-        if reserving and isinstance(machine, BGPMachine) and all(
+        if reuse_plan and reserving and isinstance(machine, BGPMachine) and all(
                 job.wall_time > 0 for job in waiting):
             # The conditions `LastReservations` rests on: those of `reserving` (W = 1, no
             # running limit, no reservation period, no region), a fork's, and no job ending

@@ -19,8 +19,8 @@ of the running jobs' ends), and only without queue place sets and reservation pe
 tests/test_kept_plan.py compares both ways pass by pass on random workloads.
 
 On Blue Gene/P a pass's plan is kept only inside a forked replay, whose future is known
-(`LastReservations`): there the next pass holds again the reservations of the jobs still
-ranked first instead of searching for them.
+(`LastReservations`): there the next pass takes up the reservations of the jobs still ranked
+first, and the planner holding them, instead of searching for them again.
 """
 
 from __future__ import annotations
@@ -167,34 +167,38 @@ class KeptPlan:
 
 
 class LastReservations:
-    """The last conservative pass's reservations on Blue Gene/P, in rank order, for the next
-    pass of a forked replay (qsim/fork.py, `estimate_start_times`) to hold again instead of
-    searching for them. The fork guarantees what this rests on: nothing arrives, every job
-    ends exactly at its start plus its wall time (positive), nothing fails, W = 1, no running
-    limit, no reservation period; and no plan of the fork's first instant is reused (a running
-    job overdue then holds its blocks a grace beyond its end, which the next pass, at that
-    instant once it has ended, no longer sees).
+    """The last conservative pass's reservations on Blue Gene/P, in rank order, and its
+    planner, for the next pass of a forked replay (qsim/fork.py, `estimate_start_times`) to
+    take up instead of searching for them again. The fork guarantees what this rests on:
+    nothing arrives, every job ends exactly at its start plus its wall time (positive), no
+    component fails or comes back, W = 1, no running limit, no reservation period, no region;
+    and no plan of the fork's first instant is taken up (a running job overdue then holds its
+    blocks a grace beyond now, which the next pass, once it has ended, no longer sees).
 
-    Why a reservation holds from the pass at t1 to the next one, at t2 > t1. The t1 pass
-    reserved its jobs in rank order, each at its earliest (start, first block in name order)
-    given the blocks held by the running jobs and by the jobs it had started so far, and the
-    reservations before it. Take the jobs the t1 pass reserved first that the t2 pass ranks
-    first, in the same order, each reserved after t2 (`resume` stops at the first that is
-    not). No job ended in between but at t2, at its end as planned; so for the i-th of them
-    the t2 pass's state differs from the t1 pass's only by more held time: the jobs the t1
-    pass started after it (each placed where no reservation before it overlapped, so off its
-    block over its reserved time) and the present moved from t1 to t2 (before its reserved
-    time). More held time makes no block's
-    earliest start earlier, and none of it overlaps the reserved block over the reserved time,
-    so the earliest is the same start on the same block (a block as early but first in name
-    order would have been found at t1 too). The t2 pass then finds no block for the first of
-    them now (its earliest is after t2), makes it the top job, and reserves each of them as
-    the t1 pass did, whether it asks the planner about starting now or not (its earliest is
-    after t2: it does not start). Held again with `BGPPlanner.hold`, the planner is the one
-    those searches would leave, reservation for reservation. Later jobs, and every job when a
-    job started ahead of the top one in this pass (its block was not held at t1), are planned
-    as always; their reservations are kept for the next pass, where the same holds of them.
-    tests/test_start_estimates.py compares estimates with and without this.
+    Why a reservation holds from a pass at t1 to the next one, at t2 > t1. The t1 pass
+    reserved its jobs in rank order, each at its earliest (start, and the first block in name
+    order of those free as early) given the blocks held by the running jobs and by the jobs it
+    had started so far, and the reservations before it. Take the jobs the t1 pass reserved
+    first that the t2 pass ranks first, in the same order, each reserved after t2 (`resume`
+    stops at the first that is not), with no job started at t2 ahead of them. No job ended in
+    between but at its end as planned; so for the i-th of them the t2 pass's state differs
+    from the t1 pass's only by more held time: the jobs the t1 pass started after it (each
+    placed where no reservation before it overlapped, so off its block over its reserved
+    time), and the present moved from t1 to t2 (before its reserved start). More held time
+    makes no block's earliest start earlier, and none of it overlaps the reserved block over
+    the reserved time, so the search finds the same start on the same block (a block as early
+    but first in name order would have been found at t1 too). So the t2 pass finds no free
+    block for the first of them (its earliest is after t2), makes it the top job, and would
+    reserve each of them as the t1 pass did, none starting now: the planner holding exactly
+    their reservations, in order, is the one those searches leave (the t1 pass's own planner
+    when it holds nothing else, moved to t2 by `BGPPlanner.advance`; else a new one holding
+    them again). The pass then goes on from the job after them as always (a pass that would
+    have stopped reserving among them starts no later job either: places only go), and the
+    jobs it reserves are added, each reserved with the same guarantee for the next pass.
+
+    A job started ahead of the top job (its block was not held at t1) leaves nothing to take
+    up, and a pass that starts jobs but plans nothing (they filled the machine) calls
+    `forget`. tests/test_start_estimates.py compares estimates with and without this.
     """
 
     def __init__(self, machine: BGPMachine, first_instant: float) -> None:
@@ -204,23 +208,26 @@ class LastReservations:
         self.wheres: list[str] = []  # the block reserved; "" when none (the start is NEVER)
         self._first_instant = first_instant
         self._made_at = first_instant  # the time of the pass whose plan this is
-        self._held = 0  # how many of the plan's reservations this pass has held again
+        self._planner: BGPPlanner | None = None  # that pass's, holding every one of them
 
     def add(self, job: SchedulableJob, start: float, where: str) -> None:
-        """`job`, the next in rank order, is reserved from `start` on `where` (NEVER, "": not
-        at all)."""
+        """`job`, the next in rank order, is reserved (on the planner `resume` gave) from
+        `start` on `where` (NEVER, "": not at all)."""
         self.jobs.append(job)
         self.starts.append(start)
         self.wheres.append(where)
 
+    def forget(self) -> None:
+        """A pass started jobs without planning (they filled the machine): its starts took
+        no reservation into account, so none may be taken up."""
+        del self.jobs[:], self.starts[:], self.wheres[:]
+        self._planner = None
+
     def resume(self, now: float, jobs: Sequence[SchedulableJob]) -> tuple[BGPPlanner, int]:
-        """A planner for the pass at `now`, and how many of `jobs` (the pass's jobs from its top
-        job on, in rank order; empty when a job started ahead of the top job in this pass) are
-        the plan's first jobs, each reserved after `now`: the pass reserves those, in order,
-        with `reserve_again`, and `add`s every job it reserves after them. The plan keeps only
-        them: should the pass stop reserving before their end, it started no job (none of them
-        can start now, and none ranked after them was asked), so they all hold at the next pass.
-        """
+        """For the pass at `now`: a planner holding the kept reservations of the first jobs of
+        `jobs` (the pass's jobs from its top job on, in rank order; empty when a job started
+        ahead of the top job), and how many they are. The plan keeps those alone; the pass
+        plans the jobs after them and `add`s each job it reserves."""
         same = 0
         if self._made_at > self._first_instant:
             for kept, job, start in zip(self.jobs, jobs, self.starts, strict=False):
@@ -228,17 +235,14 @@ class LastReservations:
                     break
                 same += 1
         self._made_at = now
-        del self.jobs[same:], self.starts[same:], self.wheres[same:]
-        self._held = 0
-        return self.machine.planner(now), same
-
-    def reserve_again(self, planner: Planner) -> tuple[float, str]:
-        """The next kept reservation in rank order, held on `planner` (`resume`'s) again, as
-        `reserve_earliest` would find and hold it."""
-        k = self._held
-        self._held += 1
-        start, where = self.starts[k], self.wheres[k]
-        if where:
-            assert isinstance(planner, BGPPlanner)
-            planner.hold(self.machine.index[where], start, self.jobs[k].wall_time)
-        return start, where
+        planner = self._planner
+        if planner is not None and same == len(self.jobs):  # it holds them and nothing else
+            planner.advance(now)
+        else:
+            del self.jobs[same:], self.starts[same:], self.wheres[same:]
+            planner = self._planner = self.machine.planner(now)
+            index = self.machine.index
+            for job, start, where in zip(self.jobs, self.starts, self.wheres, strict=True):
+                if where:
+                    planner.hold(index[where], start, job.wall_time)
+        return planner, same

@@ -16,7 +16,9 @@ The order of one pass, which docs/architecture.md restates for users:
    * conservative: every job in rank order either starts now without delaying any earlier
      reservation, or gets a reservation of its own at its earliest time. On a flat machine the
      plan is kept between passes and resumed where it provably holds (scheduler/plan.py): the
-     same reservations, without re-reserving the whole queue at every pass.
+     same reservations, without re-reserving the whole queue at every pass. In a forked
+     replay on Blue Gene/P (start estimates) the last pass's reservations of the jobs still
+     ranked first are taken up likewise (`LastReservations`).
    * slack (seed 001, cobaltlite/scheduler/slack.py): first start the combination of the first
      L waiting jobs that a branch and bound picks within every waiting job's slack, then
      backfill conservatively (with W > 1, as conservative). On a flat machine the search's
@@ -137,9 +139,9 @@ class Scheduler:
         tests/test_conservative_stop.py compares with)."""
         self._partitioned: PartitionedPass | None = None  # made at the first layout's pass
         self.last_reservations: LastReservations | None = None
-        """Set by a forked replay on Blue Gene/P whose future is known (qsim/fork.py): each
-        conservative pass on its machine holds again the last pass's reservations of the jobs
-        still ranked first instead of searching for them (scheduler/plan.py)."""
+        """Set by a forked replay on Blue Gene/P, whose future is known (qsim/fork.py): each
+        conservative pass on its machine takes up the last pass's reservations of the jobs
+        still ranked first instead of searching for them again (scheduler/plan.py)."""
 
     def _by_partition(self) -> PartitionedPass:
         """The per-region passes of a queue layout (cobaltlite/scheduler/partitioned.py):
@@ -222,6 +224,8 @@ class Scheduler:
 
         top_index = self._start_in_order(jobs, machine, now, report, booked)
         if top_index is None or not machine.has_free_capacity():
+            if report.started and self.last_reservations is not None:
+                self.last_reservations.forget()  # it did not plan around these starts
             return report  # everyone started, or nothing else can start at this instant
         if self.window > 1:
             self._place_window(jobs[top_index:], machine, now, report, booked)
@@ -274,19 +278,18 @@ class Scheduler:
     ) -> None:
         """Step 4 under conservative backfilling from the top job (`jobs[0]`) on: on a flat
         machine without place sets or reservation periods, by resuming the last pass's plan
-        where it still holds (scheduler/plan.py); in a forked replay on Blue Gene/P, with the
-        last pass's reservations of the jobs still ranked first held again
-        (`last_reservations`); else on a plan made afresh."""
+        where it still holds (scheduler/plan.py); in a forked replay on Blue Gene/P, from the
+        last pass's reservations of the jobs still ranked first (`last_reservations`); else on
+        a plan made afresh."""
         kept: KeptPlan | None = None
         began: list[int] = []  # the kept jobs started where the plan reserved them
         last = self.last_reservations
         recorded: KeptPlan | LastReservations | None = None
         first = 0  # the jobs from the first on are to be reserved
-        again = 0  # of those, how many the last pass reserved so that they hold as they were
         planner: Planner
         if last is not None and booked is None and machine is last.machine:
             # A job started ahead of the top one in this pass: nothing of the last plan holds.
-            planner, again = last.resume(now, () if report.started else jobs)
+            planner, first = last.resume(now, () if report.started else jobs)
             recorded = last
         elif booked is not None or self._places is not None or not isinstance(machine, FlatMachine):
             self._kept = None
@@ -306,21 +309,15 @@ class Scheduler:
             recorded, first = kept, len(kept.keys)
         if first == 0:
             top = jobs[0]
-            if again:
-                assert last is not None
-                start, where = last.reserve_again(planner)
-            else:
-                start, where = planner.reserve_earliest(top.size, top.wall_time,
-                                                        self._allowed(top))
-                if recorded is not None:
-                    recorded.add(top, start, where)
+            start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
             report.drain = (top.jobid, where, start)
+            if recorded is not None:
+                recorded.add(top, start, where)
             first = 1
         else:
             assert recorded is not None
             report.drain = (recorded.jobs[0].jobid, recorded.wheres[0], recorded.starts[0])
-        self._backfill_conservative(jobs[first:], machine, planner, report, recorded,
-                                    again=max(again - 1, 0))
+        self._backfill_conservative(jobs[first:], machine, planner, report, recorded)
         if kept is not None:
             kept.settle(now, began)
 
@@ -607,14 +604,13 @@ class Scheduler:
     def _backfill_conservative(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
         report: PassReport, kept: KeptPlan | LastReservations | None = None,
-        more_after: bool = False, again: int = 0,
+        more_after: bool = False,
     ) -> None:
         """Each job in rank order starts now if that delays no earlier reservation, else is
         reserved at its earliest, in `kept` too when the plan is kept (all of it on a flat
         machine; on Blue Gene/P in a fork, `LastReservations`, as far as the pass reserves).
         `more_after`: the pass goes on planning other jobs on `planner` after these (so all of
-        these are reserved). `again`: the first `again` jobs are reserved in `kept` already
-        and cannot start now (`LastReservations.resume`): each is held again, not searched for.
+        these are reserved).
 
         Without a flat kept plan the reservations serve this pass alone, to keep later jobs
         from starting now (the report holds the top job's drain, made before). With
@@ -636,7 +632,7 @@ class Scheduler:
             allowed = self._allowed(job)
             if i >= ahead:
                 location = (planner.location_now(job.size, job.wall_time, allowed)
-                            if job.size <= idle and i >= again else None)
+                            if job.size <= idle else None)
                 if location is not None and self._start(job, location, report):
                     planner.commit(location, job.wall_time)
                     idle = machine.idle_nodes()
@@ -649,10 +645,6 @@ class Scheduler:
                     ahead = self._next_that_may_start(waiting, i + 1, idle, planner, refused)
                     if ahead == len(waiting):
                         return  # the later reservations would start nothing now
-            if i < again:
-                assert isinstance(kept, LastReservations)
-                kept.reserve_again(planner)
-                continue
             start, where = NEVER, ""
             if machine.allocation_size(job.size) is not None:
                 start, where = planner.reserve_earliest(job.size, job.wall_time, allowed)
