@@ -140,17 +140,11 @@ class FlatMachine:
         times = self._end_times
         if self._out or (times and times[0] <= now):  # (not _none_overdue, inline: every pass)
             return None
-        free = self._idle
-        if free >= nodes:
-            return now, free
-        # Walked from the first end, stopping where the nodes fit: an EASY pass's top job fits
-        # after a third to four fifths of the ends on the traces of docs/benchmarks.md, and the
-        # walk costs less than summing every end up front.
-        for when, count in zip(times, self._end_counts, strict=True):
-            free += count
-            if free >= nodes:
-                return when, free
-        return None
+        free = list(accumulate(self._end_counts, initial=self._idle))
+        j = bisect_left(free, nodes)  # free[j]: nodes free from times[j - 1] on
+        if j == len(free):
+            return None
+        return (times[j - 1] if j else now), free[j]
 
     def _hold(self, jobid: int, mask: int, count: int, expected_end: float) -> None:
         """Record `jobid` as holding `mask` until about `expected_end` (and in the profile of
