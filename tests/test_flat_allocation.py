@@ -75,8 +75,8 @@ def test_allocation_takes_the_place_found_and_refuses_what_is_not_free() -> None
        asked=st.integers(1, 45))
 def test_first_free_is_the_start_a_planner_reserves(
         nodes: int, running: list[tuple[int, float]], asked: int) -> None:
-    """`first_free` walks the expected ends only until the nodes fit: the time is the start the
-    planner made now reserves for them, and the count the nodes it has free then."""
+    """`first_free`, which the EASY pass reads instead of making a planner: the time is the
+    start a planner made now reserves for the nodes, and the count the nodes free then."""
     machine = FlatMachine(FlatDescription("m", nodes))
     now = 1.0
     held = []  # (size, expected end) of the jobs that found room
