@@ -289,7 +289,8 @@ class Scheduler:
         planner: Planner
         if last is not None and booked is None and machine is last.machine:
             # A job started ahead of the top one in this pass: nothing of the last plan holds.
-            planner, first = last.resume(now, () if report.started else jobs)
+            planner, first = last.resume(now, () if report.started else jobs, self._places,
+                                         lambda job, where: self._start(job, where, report))
             recorded = last
         elif booked is not None or self._places is not None or not isinstance(machine, FlatMachine):
             self._kept = None
