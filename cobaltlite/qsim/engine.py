@@ -538,12 +538,13 @@ class Qsim:
         next_fault = failures[0].time if failures else inf  # next failure or repair
         reserved = bool(self._reservations)
         next_window = self._next_boundary(clock.now()) if reserved else inf
+        next_submit = pending[0].submit_time if pending else inf
         give_up = inf  # with only reservation boundaries left: one full cycle of them
         # Jobs left queued while a repair is pending wait for it: the replay is not over; jobs
         # left queued while a reservation is ahead wait for it too.
         while pending or ends or (queue and (
                 repairs or (next_window < inf and next_window <= give_up))):
-            t = pending[0].submit_time if pending else inf
+            t = next_submit
             if ends and ends[0][0] < t:
                 t = ends[0][0]
             if next_fault <= t:
@@ -566,9 +567,10 @@ class Qsim:
                 events += 1
                 next_fault = min(failures[next_f].time if next_f < len(failures) else inf,
                                  repairs[0][0] if repairs else inf)
-            while pending and pending[0].submit_time == t:
+            while next_submit == t:
                 submit(_sim_job(pending.popleft()), t)
                 events += 1
+                next_submit = pending[0].submit_time if pending else inf
             if hook is not None:
                 hook.before_pass(t)
             if queue and has_free_capacity():
