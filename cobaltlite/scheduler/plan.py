@@ -285,6 +285,7 @@ class LastReservations:
             where = machine.names[block]
             if not start(job, where):
                 return self._afresh(now, k, begun), k
+            planner.commit(where, job.wall_time)  # as a pass commits each start
             begun.append(k)
             if where != self.wheres[k]:
                 return self._afresh(now, k + 1, begun), k + 1
