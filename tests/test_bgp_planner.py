@@ -8,10 +8,12 @@ duration is rounded."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_scheduler_properties import bgp_machine
 
+from cobaltlite.errors import MachineError
 from cobaltlite.machine.bgp import BGPMachine, BGPPlanner
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.runtime import build_machine
@@ -20,7 +22,8 @@ _INTREPID = build_machine(load_description("intrepid"))
 _FIG1 = bgp_machine()
 
 # Durations on a coarse grid so that reservations touch and overlap often, with a few lengths
-# of other magnitudes; 0 is a job of zero requested time, planned on the list by both planners.
+# of other binary exponents (the index sorts its blocks' gaps by exponent); 0 is a job of zero
+# requested time, planned on the list by both planners.
 durations = st.sampled_from([0.0, 0.5, 5.0, 10.0, 10.0, 15.0, 20.0, 20.0, 35.0, 0.1, 1.0, 2.5,
                              64.0, 100.0])
 # Times from now; "book" takes them from 0 (some are past at a later now).
@@ -144,9 +147,16 @@ def test_a_gap_is_found_however_the_blocks_tails_fall() -> None:
         assert planner.reserve_earliest(512, 15.0) == (40.0, "A")
 
 
+def test_a_reservation_ending_before_it_starts_is_refused() -> None:
+    planner = _FIG1.planner(0.0)
+    with pytest.raises(MachineError, match="cannot end"):
+        planner.hold(0, 10.0, -1.0)
+    assert planner._reservations == []
+
+
 def test_a_job_started_on_the_plan_moves_its_relatives_tails() -> None:
     """A job started now (`commit`) holds its block and relatives until it ends, also for a
-    planner with its index in use and one without."""
+    planner already answering from its blocks' tails."""
     for index_from in (0, 10**9):
         planner = _FIG1.planner(0.0)
         planner.index_from = index_from
@@ -161,7 +171,7 @@ def test_a_job_started_on_the_plan_moves_its_relatives_tails() -> None:
 
 def test_a_job_fits_a_gap_as_the_rounded_sum_says() -> None:
     """Far from time 0 a job slightly longer than a gap fits it when now + duration rounds to
-    the gap's end (the walk's test)."""
+    the gap's end (the walk's test); the gap bounds must not rule such a block out."""
     now = 1e9
     longer = 1.0 + 1e-8  # now + longer rounds to now + 1.0
     assert now + longer == now + 1.0
@@ -171,7 +181,7 @@ def test_a_job_fits_a_gap_as_the_rounded_sum_says() -> None:
         for block in ("A", "B", "C", "E", "F", "G", "H"):
             planner.book(frozenset({block}), now, now + 60.0, wires=False)
         planner.book(frozenset({"D"}), now, now + 50.0, wires=False)
-        if asked_before:  # the planner has answered once before the gap appears
+        if asked_before:  # the index's gap bounds exist when the gap appears
             assert planner.earliest_on(_FIG1.size_mask[512], 5.0) == (now + 50.0,
                                                                        _FIG1.index["D"])
         planner.book(frozenset({"D"}), now + 51.0, now + 80.0, wires=False)  # D: [50, 51) free
