@@ -18,7 +18,7 @@ one `_usable` mask covers them all.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from math import frexp, nextafter
+from math import nextafter
 
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits
@@ -447,9 +447,6 @@ class BGPPlanner:
         self._busy: list[tuple[list[float], list[float]] | None] | None = None
         """Per block: the (starts, ends) of its reserved pieces, or None when nothing is
         reserved on it; the whole index is None until `index_from` reservations are made."""
-        self._head: list[float] = []
-        """Per block, with the index: where the reservations ending after now begin, at the
-        earliest (inf: none), up to what `location_now` cannot tell apart (`_index`)."""
         self._gaps: _Gaps | None = None
         """The blocks' tails and gap bounds, made by the first `earliest_on` on the index (they
         need the free times), then kept with it."""
@@ -478,11 +475,10 @@ class BGPPlanner:
             if len(self._reservations) < self.index_from:
                 return
             busy = self._busy = [None] * len(self._m.names)
-            self._head = [INF] * len(busy)
             for start, stop, mask in self._reservations:
-                _index(busy, self._head, self._now, start, stop, self._m.members(mask), None)
+                _index(busy, start, stop, self._m.members(mask), None)
             return
-        _index(busy, self._head, self._now, start, stop, self._m.members(mask), self._gaps)
+        _index(busy, start, stop, self._m.members(mask), self._gaps)
 
     def location_now(
         self, nodes: int, duration: float, allowed: PlaceSet | None = None
@@ -500,12 +496,7 @@ class BGPPlanner:
                     break
                 if start < end and stop > now:
                     candidates &= ~mask
-        elif end > now:
-            head = self._head
-            for i in m.members(candidates):
-                if head[i] < end:  # its first piece ending after now begins before the job ends
-                    candidates &= ~(1 << i)
-        else:  # a duration lost in rounding: the heads cannot tell
+        else:
             for i in iter_bits(candidates):
                 pieces = busy[i]
                 if pieces is not None:
@@ -587,13 +578,9 @@ class BGPPlanner:
         tail, roomy = gaps.tail, gaps.roomy
         best_i = min(members, key=tail.__getitem__)  # the first in name order of the lowest
         best_t = tail[best_i]
-        walk = blocks & gaps.roomy_for(duration)
-        while walk:
-            low = walk & -walk
-            walk ^= low
-            i = low.bit_length() - 1
+        for i in [i for i in members if roomy[i] >= duration]:
             pieces = busy[i]
-            if roomy[i] < duration or pieces is None:
+            if pieces is None:
                 continue  # no gap holds it: it starts at its tail
             t = free_at[i]
             if t > best_t or (t == best_t and i > best_i):
@@ -604,7 +591,7 @@ class BGPPlanner:
                 t = ends[k]
                 k += 1
             if k == n:  # no gap held it, nor would one hold a longer job
-                gaps.narrow(i, nextafter(duration, 0.0))
+                roomy[i] = nextafter(duration, 0.0)
             if t < best_t or (t == best_t and i < best_i):
                 best_i, best_t = i, t
         return best_t, best_i
@@ -622,7 +609,6 @@ class BGPPlanner:
         other._busy = None if self._busy is None else [
             None if pieces is None else (list(pieces[0]), list(pieces[1]))
             for pieces in self._busy]
-        other._head = list(self._head)
         other._gaps = None if self._gaps is None else self._gaps.copy()
         return other
 
@@ -662,11 +648,6 @@ class BGPPlanner:
                         tail[j] = end
 
 
-EXPONENTS = 64
-"""`_Gaps` sorts its bounds by binary exponent into this many masks (the last takes all from
-2**62 on, infinity included)."""
-
-
 class _Gaps:
     """Per block of a planner's index: its tail (the later of its free time and the end of its
     last piece) and `roomy`, a bound on the jobs its gaps can hold: for every duration d above
@@ -676,67 +657,28 @@ class _Gaps:
     starting jobs only shorten gaps, so the bounds are kept by those alone (`_index`). A walk that
     ends at a block's tail for a job of duration d lowers its bound below d (`narrow`): a
     longer job is refused by every gap the shorter one was (t + d rounds no higher than
-    t + d' for d < d'). The bounds are also kept as masks of the blocks by binary exponent
-    (`by_exponent`), so that a query lists only the blocks whose bound may admit it."""
+    t + d' for d < d')."""
 
-    __slots__ = ("by_exponent", "roomy", "tail", "top")
+    __slots__ = ("roomy", "tail")
 
     def __init__(self, busy: list[tuple[list[float], list[float]] | None],
                  free_at: list[float]) -> None:
         self.tail = list(free_at)
-        self.roomy = [0.0] * len(free_at)
-        self.by_exponent = [0] * EXPONENTS
-        self.top = 0  # above the highest exponent in use
+        self.roomy = roomy = [0.0] * len(free_at)
         for j, pieces in enumerate(busy):
             if pieces is not None:
                 starts, ends = pieces
                 t = free_at[j]
                 for k in range(bisect_right(ends, t), len(ends)):  # the pieces ending after t
                     if starts[k] > t:
-                        self.widen(j, _wider(starts[k], t))
+                        roomy[j] = max(roomy[j], _wider(starts[k], t))
                     t = ends[k]
                 self.tail[j] = t
 
     def copy(self) -> _Gaps:
         other = _Gaps.__new__(_Gaps)
         other.tail, other.roomy = list(self.tail), list(self.roomy)
-        other.by_exponent, other.top = list(self.by_exponent), self.top
         return other
-
-    def widen(self, j: int, bound: float) -> None:
-        if bound > self.roomy[j]:
-            self._set(j, bound)
-
-    def narrow(self, j: int, bound: float) -> None:
-        if bound < self.roomy[j]:
-            self._set(j, bound)
-
-    def _set(self, j: int, bound: float) -> None:
-        old, bit = self.roomy[j], 1 << j
-        if old > 0.0:
-            self.by_exponent[_exponent(old)] &= ~bit
-        self.roomy[j] = bound
-        if bound > 0.0:
-            e = _exponent(bound)
-            self.by_exponent[e] |= bit
-            if e >= self.top:
-                self.top = e + 1
-
-    def roomy_for(self, duration: float) -> int:
-        """The blocks whose bound may be at least `duration` (a positive length), as a mask."""
-        mask = 0
-        for bits in self.by_exponent[_exponent(duration):self.top]:
-            mask |= bits
-        return mask
-
-
-def _exponent(length: float) -> int:
-    """Which of `_Gaps.by_exponent` holds a positive length: its binary exponent, from 0 (all
-    below 1/2) to EXPONENTS - 1; never lower for a longer length."""
-    if not length < 2.0 ** (EXPONENTS - 2):
-        return EXPONENTS - 1
-    e = frexp(length)[1]
-    return e if e > 0 else 0
 
 
 def _wider(start: float, end: float) -> float:
@@ -746,24 +688,19 @@ def _wider(start: float, end: float) -> float:
     return (start - end) + (abs(start) + abs(end)) * 1e-12
 
 
-def _index(busy: list[tuple[list[float], list[float]] | None], head: list[float], now: float,
-           start: float, stop: float, blocks: list[int], gaps: _Gaps | None) -> None:
+def _index(busy: list[tuple[list[float], list[float]] | None], start: float, stop: float,
+           blocks: list[int], gaps: _Gaps | None) -> None:
     """Add [start, stop) (stop >= start) to the pieces of each of `blocks`, merged with those
-    it overlaps or touches (the pieces stay disjoint, with a gap between any two); keep `head`
-    and `gaps` (when not None) with them.
-
-    `head[j]` is the lowest start of block j's reservations ending after now. It is not always
-    the start s of j's first piece ending after now (a reservation ending before now may merge
-    into it), but it is never below s and it is s or at most now; so for any end > now,
-    head[j] < end iff s < end: the test of `location_now`."""
-    tail = None if gaps is None else gaps.tail
+    it overlaps or touches (the pieces stay disjoint, with a gap between any two); keep `gaps`
+    (when not None) with them."""
+    tail, roomy = (None, []) if gaps is None else (gaps.tail, gaps.roomy)
     for j in blocks:
-        if stop > now and start < head[j]:
-            head[j] = start
         if tail is not None:
             last = tail[j]
             if start > last:  # a new gap, [last, start)
-                gaps.widen(j, _wider(start, last))  # type: ignore[union-attr]
+                wider = _wider(start, last)
+                if wider > roomy[j]:
+                    roomy[j] = wider
             if stop > last:
                 tail[j] = stop
         pieces = busy[j]
