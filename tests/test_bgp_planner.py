@@ -187,3 +187,40 @@ def test_a_job_fits_a_gap_as_the_rounded_sum_says() -> None:
         planner.book(frozenset({"D"}), now + 51.0, now + 80.0, wires=False)  # D: [50, 51) free
         assert planner.reserve_earliest(512, longer) == (now + 50.0, "D")
         assert planner.reserve_earliest(512, longer) == (now + 60.0, "A")
+
+
+@settings(max_examples=40, deadline=None)
+@given(now=st.sampled_from([0.0, 1e9 + 0.3]),
+       running=st.lists(st.tuples(st.integers(0, 226), st.integers(1, 4000)), max_size=20),
+       jobs=st.lists(st.tuples(st.sampled_from([512, 512, 512, 1024, 2048, 4096, 8192, 16384]),
+                               st.floats(1.0, 5000.0), st.integers(0, 9)),
+                     min_size=20, max_size=300))
+def test_a_long_conservative_plan_on_intrepid_as_the_reservation_list(
+        now: float, running: list[tuple[int, int]], jobs: list[tuple[int, float, int]]) -> None:
+    """A pass that reserves far down a queue, as the conservative estimates on Intrepid do:
+    hundreds of reservations of a few sizes and durations of any length, so that blocks gather
+    many pieces and gaps, bounds are lowered by long jobs and met again by short ones, and a
+    job now and then starts on the plan."""
+    machine = _INTREPID
+    names = machine.names
+    try:
+        for k, (block, left) in enumerate(running):
+            name = names[block]
+            if (machine._available >> machine.index[name]) & 1:
+                machine.allocate(name, k, now + left)
+        scan = machine.planner(now)
+        scan.index_from = 10**9
+        indexed = machine.planner(now)
+        for size, duration, chance in jobs:
+            if chance == 0:  # a job that may start now, as the pass asks first
+                where = scan.location_now(size, duration)
+                assert indexed.location_now(size, duration) == where
+                if where is not None:
+                    scan.commit(where, duration)
+                    indexed.commit(where, duration)
+                    continue
+            assert (scan.reserve_earliest(size, duration)
+                    == indexed.reserve_earliest(size, duration)), (size, duration)
+    finally:
+        for jobid in list(machine.held_by()):
+            machine.release(jobid)
