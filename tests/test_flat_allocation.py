@@ -67,3 +67,27 @@ def test_allocation_takes_the_place_found_and_refuses_what_is_not_free() -> None
     assert machine.idle_nodes() == 6 and machine.held_by() == {1: "0-3", 2: "4-8"}
     machine.release(1)
     assert machine.find_location(6, 10.0, 0.0) == "0-3,9-10"
+
+
+@given(nodes=st.integers(1, 40),
+       running=st.lists(st.tuples(st.integers(1, 12),
+                                  st.sampled_from([5.0, 7.5, 10.0, 30.0, 90.0])), max_size=12),
+       asked=st.integers(1, 45))
+def test_first_free_is_the_start_a_planner_reserves(
+        nodes: int, running: list[tuple[int, float]], asked: int) -> None:
+    """`first_free`, which the EASY pass reads instead of making a planner: the time is the
+    start a planner made now reserves for the nodes, and the count the nodes free then."""
+    machine = FlatMachine(FlatDescription("m", nodes))
+    now = 1.0
+    held = []  # (size, expected end) of the jobs that found room
+    for jobid, (size, end) in enumerate(running):
+        where = machine.find_location(size, end - now, now)
+        if where is not None:
+            machine.allocate(where, jobid, end)
+            held.append((size, end))
+    found = machine.first_free(asked, now)
+    if asked > nodes:
+        assert found is None
+        return
+    start, _ = machine.planner(now).reserve_earliest(asked, 1.0)
+    assert found == (start, nodes - sum(size for size, end in held if end > start))
