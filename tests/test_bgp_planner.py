@@ -79,10 +79,11 @@ def _apply(planner: BGPPlanner, op: tuple, machine: BGPMachine, allowed: frozens
        running=st.lists(st.tuples(st.integers(0, 226), st.sampled_from([-5, 0, 5, 10, 20, 30])),
                         max_size=6),
        failed=st.lists(st.integers(0, 226), max_size=2),
-       allowed=st.lists(st.integers(0, 226), min_size=1, max_size=12), ops=operations)
+       allowed=st.lists(st.integers(0, 226), min_size=1, max_size=12), ops=operations,
+       tails_from=st.sampled_from([0, 0, 5]))
 def test_the_per_block_index_plans_as_the_reservation_list(
         intrepid: bool, now: float, running: list[tuple[int, int]], failed: list[int],
-        allowed: list[int], ops: list[tuple]) -> None:
+        allowed: list[int], ops: list[tuple], tails_from: int) -> None:
     machine = _INTREPID if intrepid else _FIG1
     names = machine.names
     try:
@@ -97,10 +98,11 @@ def test_the_per_block_index_plans_as_the_reservation_list(
         scan.index_from = 10**9  # never indexed: every answer from the list
         indexed = machine.planner(now)
         indexed.index_from = 0  # indexed from the first reservation
+        indexed.tails_from = tails_from  # tails read from the first, or after some walks
         for op in ops:
             if op[0] == "copy":
                 scan, indexed = scan.copy(), indexed.copy()
-                scan.index_from, indexed.index_from = 10**9, 0
+                scan.index_from, indexed.index_from, indexed.tails_from = 10**9, 0, tails_from
                 continue
             assert (_apply(scan, op, machine, places, now)
                     == _apply(indexed, op, machine, places, now)), op
@@ -118,7 +120,7 @@ def test_a_reservation_starting_as_a_job_would_end_leaves_its_block_to_it() -> N
     behind the booking starts at 0 on it when that is the first such block."""
     for index_from in (0, 10**9):
         planner = _FIG1.planner(0.0)
-        planner.index_from = index_from
+        planner.index_from = planner.tails_from = index_from
         for block in ("A", "C", "D", "E", "F", "G", "H"):
             planner.book(frozenset({block}), 0.0, 40.0, wires=False)
         planner.book(frozenset({"B"}), 5.0, 10.0, wires=False)
@@ -134,7 +136,7 @@ def test_a_gap_is_found_however_the_blocks_tails_fall() -> None:
     once a long job has been refused by a block's gaps, a short one still finds them."""
     for index_from in (0, 10**9):
         planner = _FIG1.planner(0.0)
-        planner.index_from = index_from
+        planner.index_from = planner.tails_from = index_from
         for block in ("A", "B", "C", "D", "E", "F", "G", "H"):
             planner.book(frozenset({block}), 0.0, 10.0, wires=False)
         planner.book(frozenset({"C"}), 30.0, 50.0, wires=False)  # C: a gap [10, 30)
@@ -159,7 +161,7 @@ def test_a_job_started_on_the_plan_moves_its_relatives_tails() -> None:
     planner already answering from its blocks' tails."""
     for index_from in (0, 10**9):
         planner = _FIG1.planner(0.0)
-        planner.index_from = index_from
+        planner.index_from = planner.tails_from = index_from
         planner.book(frozenset({"H"}), 0.0, 10.0, wires=False)
         assert planner.reserve_earliest(512, 5.0) == (0.0, "A")
         location = planner.location_now(512, 30.0)
@@ -177,7 +179,7 @@ def test_a_job_fits_a_gap_as_the_rounded_sum_says() -> None:
     assert now + longer == now + 1.0
     for index_from, asked_before in ((0, True), (0, False), (10**9, True)):
         planner = _FIG1.planner(now)
-        planner.index_from = index_from
+        planner.index_from = planner.tails_from = index_from
         for block in ("A", "B", "C", "E", "F", "G", "H"):
             planner.book(frozenset({block}), now, now + 60.0, wires=False)
         planner.book(frozenset({"D"}), now, now + 50.0, wires=False)

@@ -440,6 +440,11 @@ class BGPPlanner:
     """The number of reservations from which they are indexed per block: below it one scan of
     the list costs less than keeping the index (an EASY pass makes one reservation)."""
 
+    tails_from = 16
+    """The number of reservations from which a question on the index reads the blocks' tails
+    and gap bounds (`_Gaps`, kept from then on): below it walking each block's few pieces costs
+    less than making and keeping them (a replay's conservative passes hold 8 to 40)."""
+
     def __init__(self, machine: BGPMachine, now: float) -> None:
         self._m = machine
         self._now = now
@@ -535,7 +540,8 @@ class BGPPlanner:
         m = self._m
         free_at = self._block_free_times()
         busy = self._busy if duration > 0 else None
-        if busy is not None and (not_before is None or not_before <= self._now):
+        if (busy is not None and (not_before is None or not_before <= self._now)
+                and len(self._reservations) >= self.tails_from):
             # Free times are never before now, so such a `not_before` changes nothing.
             return self._earliest_by_tails(busy, free_at, m._usable & blocks, duration)
         best_i, best_t = -1, INF
