@@ -46,7 +46,7 @@ to six decimals, which is below anything a trace can resolve.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
@@ -243,94 +243,123 @@ def time_series(
                 **{name: [] for name in ROLLING_UTILIZATION},
                 "queue_depth_mean": None, "queue_depth_peak": None}
     # Three orderings of the jobs (no per-job tuples: on a large trace they were the peak of
-    # the whole replay): by submission, by start and by end.
+    # the whole replay): by submission, by start and by end. The loops below read columns of
+    # them (lists of the outcomes' own numbers: no new objects), each ended by an infinite
+    # time so that no read needs a bounds test.
     by_submit = sorted(outcomes, key=_SUBMIT)
     by_start = sorted(outcomes, key=_SUBMIT, reverse=True)
     by_start.sort(key=_START)  # equal starts: the later submission first
     by_end = sorted(outcomes, key=_END)
-    n = len(outcomes)
-    first = by_submit[0].submit_time
-    last = by_end[-1].end_time
+    inf = math.inf
+    submit_times = [*map(_SUBMIT, by_submit), inf]
+    start_times = [*map(_START, by_start), inf]
+    started_submits = list(map(_SUBMIT, by_start))
+    start_nodes = list(map(_ALLOCATED, by_start))
+    end_times = [*map(_END, by_end), inf]
+    end_nodes = list(map(_ALLOCATED, by_end))
+    del by_submit, by_start, by_end
+    first = submit_times[0]
+    last = end_times[-2]
+    first_start = start_times[0]
     series: dict[str, list[float]] = {"hours": [], "queue_depth": [], "utilization": [],
                                       **{name: [] for name in ROLLING_UTILIZATION}}
-    rolling = [(series[name], span) for name, span in ROLLING_UTILIZATION.items()]
+    hours = series["hours"].append
+    depth = series["queue_depth"].append
+    utilization = series["utilization"].append
+    rolling = [(series[name].append, span) for name, span in ROLLING_UTILIZATION.items()]
     # The instant utilization as a step function, built in time order up to each sample: at
     # every time a job starts or ends, the time, the value from then on and the integral from
     # the first such time. The averages use StepSeries' arithmetic (metrics_monitor/series.py)
-    # step for step, so the figures are the same to the bit, but each span keeps a pointer to
-    # where its window opens instead of bisecting: the sample times only grow.
+    # step for step, so the figures are the same to the bit; each span finds where its window
+    # opens by bisection from where the last sample's opened (the sample times only grow).
     times: list[float] = []
     values: list[float] = []
     areas: list[float] = []
     opens = [0] * len(rolling)
     held = i_up = i_down = 0
+    # The last step's time, value and integral; before the first start, the first step's
+    # integral comes out 0.0 (0.0 + 0.0 * 0.0), as StepSeries starts it.
+    when, value, area = first_start, 0.0, 0.0
     # Queue depth at t = n(t)·t - Σ submit over the jobs queued at t (submit <= t < start): the
     # submissions and starts up to t, in time order, a start before a submission at one time
     # and equal starts by later submission first (the sums are in that order).
     count, submits, i_submit, i_start = 0, 0.0, 0, 0
-    inf = math.inf
     t = first
     while t <= last:
         while True:
-            started = by_start[i_start].start_time if i_start < n else inf
-            submitted = by_submit[i_submit].submit_time if i_submit < n else inf
-            if started <= submitted and started <= t:
+            started = start_times[i_start]
+            submitted = submit_times[i_submit]
+            if started <= submitted:
+                if started > t:
+                    break
                 count -= 1
-                submits -= by_start[i_start].submit_time
+                submits -= started_submits[i_start]
                 i_start += 1
             elif submitted <= t:
                 count += 1
-                submits += by_submit[i_submit].submit_time
+                submits += submitted
                 i_submit += 1
             else:
                 break
         while True:
-            when = min(by_start[i_up].start_time if i_up < n else inf,
-                       by_end[i_down].end_time if i_down < n else inf)
-            if when > t:
+            up = start_times[i_up]
+            down = end_times[i_down]
+            now = up if up < down else down
+            if now > t:
                 break
-            while i_up < n and by_start[i_up].start_time == when:
-                held += by_start[i_up].allocated_nodes
+            while start_times[i_up] == now:
+                held += start_nodes[i_up]
                 i_up += 1
-            while i_down < n and by_end[i_down].end_time == when:
-                held -= by_end[i_down].allocated_nodes
+            while end_times[i_down] == now:
+                held -= end_nodes[i_down]
                 i_down += 1
-            areas.append(areas[-1] + values[-1] * (when - times[-1]) if times else 0.0)
-            times.append(when)
-            values.append(held / machine_nodes)
+            area += value * (now - when)
+            when = now
+            value = held / machine_nodes
+            areas.append(area)
+            times.append(now)
+            values.append(value)
         # round(x, _RATIO_DIGITS) is _ratio(x), without a call per value.
-        series["hours"].append(round((t - first) / 3600.0, 6))
-        series["queue_depth"].append(
-            round(max(0.0, count * t - submits) / 60.0, _RATIO_DIGITS) or 0.0)
-        if not times:  # nothing started yet
-            series["utilization"].append(0.0)
+        hours(round((t - first) / 3600.0, 6))
+        depth(round(max(0.0, count * t - submits) / 60.0, _RATIO_DIGITS) or 0.0)
+        if t < first_start:  # nothing started yet
+            utilization(0.0)
             for column, _ in rolling:
-                column.append(0.0)
+                column(0.0)
             t += step
             continue
-        now_value = values[-1]
-        area_now = areas[-1] + now_value * (t - times[-1])
-        series["utilization"].append(round(now_value, _RATIO_DIGITS) or 0.0)
+        area_now = area + value * (t - when)
+        utilization(round(value, _RATIO_DIGITS) or 0.0)
         for k, (column, span) in enumerate(rolling):
-            opened = max(t - span, times[0])
+            opened = t - span
+            if opened < first_start:
+                opened = first_start
             if t <= opened:
-                average = now_value
+                average = value
             else:
-                i = opens[k]
-                while i + 1 < len(times) and times[i + 1] <= opened:
-                    i += 1
-                opens[k] = i
+                i = opens[k] = bisect_right(times, opened, opens[k]) - 1
                 average = (area_now - (areas[i] + values[i] * (opened - times[i]))) / (t - opened)
-            column.append(round(average, _RATIO_DIGITS) or 0.0)
+            column(round(average, _RATIO_DIGITS) or 0.0)
+        # The steps before the longest window's opening are never read again: dropped in
+        # blocks, so the step function holds about a day of events, not a whole trace's.
+        gone = min(opens)
+        if gone >= _STEPS_DROPPED:
+            del times[:gone], values[:gone], areas[:gone]
+            opens = [i - gone for i in opens]
         t += step
     depths = series["queue_depth"]
     return {"step": step, **series,
             "queue_depth_mean": _ratio(_mean(depths)), "queue_depth_peak": max(depths)}
 
 
+_STEPS_DROPPED = 4096
+"""How many passed steps of the utilization `time_series` drops at once (a block, not one by
+one: each drop moves what is kept)."""
+
 _SUBMIT = attrgetter("submit_time")
 _START = attrgetter("start_time")
 _END = attrgetter("end_time")
+_ALLOCATED = attrgetter("allocated_nodes")
 
 
 def _limits(categories: Categories, what: str) -> list[float]:
