@@ -75,6 +75,9 @@ class _EstimateAfterLastArrival:
 @example(jobs=[(0, 1, 1)] * 7 + [(0, 1, 11), (0, 2, 1), (0, 1, 6), (0, 1, 1), (0, 1, 1),
                                   (0, 1, 3), (4, 1, 1)],
          policy="fcfs", backfill=Backfill.SLACK, pool=False)
+# Job 2 reserved small's nodes from 2 s, keeping job 3 out, then took the pool at 1 s; the pass
+# ended there, and the fork's first pass started job 3 at 1 s where the replay waited until 2 s.
+@example(jobs=[(0, 1, 2), (0, 2, 1), (1, 1, 2)], policy="fcfs", backfill=Backfill.EASY, pool=True)
 def test_a_fork_with_the_partitions_estimates_the_replays_starts(
         jobs: list[tuple[int, int, int]], policy: str, backfill: Backfill, pool: bool) -> None:
     text = HYBRID if pool else HYBRID.replace("common_pool: 2", "common_pool: 0")
@@ -89,6 +92,17 @@ def test_a_fork_with_the_partitions_estimates_the_replays_starts(
     assert hook.estimates is not None
     assert hook.estimates == {o.jobid: o.start_time for o in result.outcomes
                               if o.start_time > hook.last_arrival}
+
+
+def test_a_job_leaving_for_the_pool_lets_its_partition_start_the_next() -> None:
+    """The case above: once job 2 takes the pool, small's pass runs again in the same pass
+    without it, so job 3 starts at once on node 1, as a second pass at 1 s would start it."""
+    layout, _ = parse_layout(HYBRID, "hybrid.yaml")
+    trace = [TraceJob(1, 0, 2, 2, 1), TraceJob(2, 0, 1, 1, 2), TraceJob(3, 1, 2, 2, 1)]
+    result = Qsim(trace, build_machine(load_description("flat:8")), builtin_policy("fcfs"),
+                  Backfill.EASY, queue_layout=layout).run()
+    assert {o.jobid: (o.start_time, o.location) for o in result.outcomes} == {
+        1: (0, "0"), 2: (1, "6-7"), 3: (1, "1")}
 
 
 def test_a_fork_without_the_partitions_would_start_a_partitions_job_on_idle_nodes() -> None:
