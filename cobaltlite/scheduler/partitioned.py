@@ -352,19 +352,6 @@ class PartitionedPass:
         with a pass: all three must see the same starts)."""
         layout = self._regions(partitions, machine)
         own, rest = layout.own, layout.rest
-        # What each region's last pass reported, but its starts (added to `report` as they
-        # come): a region passed again reports afresh where it stands.
-        regional: dict[AnyRegion, PassReport] = {}
-        started: set[int] = set()
-
-        def pass_region(region: AnyRegion, group: list[SchedulableJob],
-                        pool: bool = False) -> bool:
-            sub = self._run_region(region, group, fixed_order, machine, now, windows, pool)
-            report.started.extend(sub.started)
-            started.update(jobid for jobid, _ in sub.started)
-            regional[region] = sub
-            return bool(sub.started)
-
         # Only the regions with a free node can start anything now: the jobs of the others
         # are not even grouped (a pass may rank 10,000 jobs).
         open_regions = [r for r in [*own.values(), rest] if r.is_open(machine)]
@@ -376,49 +363,54 @@ class PartitionedPass:
                     group.append(job)
         for region, group in groups.items():
             if group:
-                pass_region(region, group)
+                self._run_region(region, group, fixed_order, machine, now, report, windows)
         pool = layout.pool
-        if partitions.tau_pf is not None and pool.largest and pool.is_open(machine):
-            # A job larger than the pool can never run there: it waits for its partition.
-            largest = pool.largest
-            pooled = [job for job in jobs if job.size <= largest and job.queue in own]
-            urgent = pool_candidates([job for job in pooled if job.jobid not in started],
-                                     partitions)
-            while urgent and pass_region(pool, urgent, pool=True):
-                left = {own[job.queue] for job in urgent if job.jobid in started}
-                for region in own.values():
-                    if region in left and region.is_open(machine):
-                        group = [job for job in jobs if own.get(job.queue) is region
-                                 and job.jobid not in started]
-                        if group:
-                            pass_region(region, group)
-                if not pool.is_open(machine):
-                    break
-                kept = [job.jobid for job in urgent if job.jobid not in started]
-                urgent = pool_candidates([job for job in pooled if job.jobid not in started],
-                                         partitions)
-                if [job.jobid for job in urgent] == kept:
-                    break  # the pool's pass again over the jobs it just left starts nothing
-        for sub in regional.values():
-            if report.drain is None and sub.drain is not None:
-                report.drain = sub.drain
-            report.reserved.extend(sub.reserved)
-            report.unplaceable.extend(sub.unplaceable)
+        if partitions.tau_pf is None or not pool.largest or not pool.is_open(machine):
+            return
+        started = {jobid for jobid, _ in report.started}
+        # A job larger than the pool can never run there: it waits for its partition.
+        largest = pool.largest
+        waiting = [job for job in jobs if job.size <= largest and job.queue in own
+                   and job.jobid not in started]
+        urgent = pool_candidates(waiting, partitions)
+        moved = self._run_region(pool, urgent, fixed_order, machine, now, report, windows,
+                                 pool=True) if urgent else []
+        # The passes again report only their starts: the drain, reservations and unplaceable
+        # jobs reported are the first round's.
+        again = PassReport()
+        while moved:
+            started.update(moved)
+            took = {own[job.queue] for job in urgent if job.jobid in moved}
+            for region in own.values():
+                if region in took and region.is_open(machine):
+                    group = [job for job in jobs if own.get(job.queue) is region
+                             and job.jobid not in started]
+                    if group:
+                        started.update(self._run_region(region, group, fixed_order, machine,
+                                                        now, again, windows))
+            if not pool.is_open(machine):
+                break
+            kept = [job.jobid for job in urgent if job.jobid not in started]
+            waiting = [job for job in waiting if job.jobid not in started]
+            urgent = pool_candidates(waiting, partitions)
+            if [job.jobid for job in urgent] == kept:
+                break  # the pool's pass again over the jobs it just left starts nothing
+            moved = self._run_region(pool, urgent, fixed_order, machine, now, again, windows,
+                                     pool=True)
+        report.started.extend(again.started)
 
     def _run_region(self, region: AnyRegion, jobs: list[SchedulableJob], fixed_order: bool,
-                    machine: Machine, now: float, windows: Sequence[Window],
-                    pool: bool = False) -> PassReport:
-        """One region's pass: what it reported, starts at the real machine's places; `pool`:
-        the common pool's, whose jobs too large for it are no news (they wait for their
+                    machine: Machine, now: float, report: PassReport,
+                    windows: Sequence[Window], pool: bool = False) -> list[int]:
+        """One region's pass, added to `report`; return the jobs it started. `pool`: the
+        common pool's, whose jobs too large for it are no news (they wait for their
         partition), so none is reported unplaceable."""
         if not region.largest:
-            sub = PassReport()
-            sub.unplaceable.extend(job.jobid for job in jobs)
-            return sub
-        unplaceable: list[int] = []
+            report.unplaceable.extend(job.jobid for job in jobs)
+            return []
         if isinstance(region, BlockRegion) and any(job.size > region.largest for job in jobs):
             # The real machine would take such a job for a top job that can never start.
-            unplaceable = [job.jobid for job in jobs if job.size > region.largest]
+            report.unplaceable.extend(job.jobid for job in jobs if job.size > region.largest)
             jobs = [job for job in jobs if job.size <= region.largest]
         entry = self._schedulers.get(region)
         if entry is None:
@@ -429,6 +421,10 @@ class PartitionedPass:
         scheduler, site = entry
         site.begin(machine, jobs, fixed_order, now, windows)
         sub = scheduler.iterate()
-        sub.started = [(jobid, site.started[jobid]) for jobid, _ in sub.started]
-        sub.unplaceable = unplaceable + ([] if pool else sub.unplaceable)
-        return sub
+        report.started.extend((jobid, site.started[jobid]) for jobid, _ in sub.started)
+        if report.drain is None and sub.drain is not None:
+            report.drain = sub.drain
+        report.reserved.extend(sub.reserved)
+        if not pool:
+            report.unplaceable.extend(sub.unplaceable)
+        return [jobid for jobid, _ in sub.started]
