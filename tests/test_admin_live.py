@@ -172,25 +172,30 @@ def test_bad_requests_change_nothing(bgp: Instance) -> None:
     assert bgp.job(waiting)["state"] == "queued"
 
 
-def test_backfill_shows_the_drain_window_and_slpstat_the_components(bgp: Instance) -> None:
+def test_backfill_shows_the_drain_window_and_slpstat_the_components(
+    bgp: Instance, accounts: Accounts
+) -> None:
     sleeper(bgp)  # on ANL-R00-M0-512 for 10 minutes
     big = bgp.qsub("-n", "2048", "-t", "10", "/bin/sleep", "300")
     until(lambda: re.search(rf"^{R01M0} .* idle +0:0[789] ", ok(bgp.command("partlist")), re.M),
           15, "the drain window on the idle blocks under the 2048-node block")
     assert bgp.job(big)["state"] == "queued"
 
-    shown = ok(bgp.command("slpstat")).splitlines()
-    assert shown[0].split() == ["Name", "Location", "Update", "Time"]
     config = load_config(bgp.state_dir)
     names = ["system", "queue-manager", "scheduler", "metrics-monitor"]
-    for line, name in zip(shown[2:], names, strict=True):
-        assert line.split()[:2] == [name, f"unix:{config.socket(name)}"]
-        assert re.fullmatch(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}",
-                            line.split(maxsplit=2)[2].strip())
+    # alice may not enter STATE_DIR/run, where the pid files are: she sees the same components.
+    for account in (None, ALICE):
+        shown = ok(bgp.command("slpstat", account=account, accounts=accounts)).splitlines()
+        assert shown[0].split() == ["Name", "Location", "Update", "Time"]
+        for line, name in zip(shown[2:], names, strict=True):
+            assert line.split()[:2] == [name, f"unix:{config.socket(name)}"]
+            assert re.fullmatch(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}",
+                                line.split(maxsplit=2)[2].strip())
     bgp.cobaltlite("down")
-    refused(bgp.command("slpstat"), "slpstat",
-            f"no component of the instance in {bgp.state_dir} is running (start them with "
-            "`cobaltlite up`)")
+    for account in (None, ALICE):
+        refused(bgp.command("slpstat", account=account, accounts=accounts), "slpstat",
+                f"no component of the instance in {bgp.state_dir} is running (start them with "
+                "`cobaltlite up`)")
 
 
 NODELIST = lines(
