@@ -49,6 +49,9 @@ def test_reservations_persist_begin_end_and_roll(database_url: str,  # noqa: F81
     with pytest.raises(ReservationError, match="overlaps"):
         book.add("root", {"name": "clash", "start": T0 + 100, "duration": "10",
                           "places": ["1"]})
+    with pytest.raises(ReservationError, match="does not exist"):
+        book.add("root", {"name": "noqueue", "start": T0 + 100, "duration": "10",
+                          "places": ["3"], "queue": "nosuch"})
     queues = {q["name"]: q for q in store.queues()}
     assert queues["R.once"]["state"] == "running"
     assert queues["R.once"]["restrictions"] == {"users": "root"}
@@ -66,8 +69,9 @@ def test_reservations_persist_begin_end_and_roll(database_url: str,  # noqa: F81
     assert set(rows) == {"weekly"}
     assert rows["weekly"]["start"] == T0 + 60 + 1200 and rows["weekly"]["res_id"] == 3
     assert {q["name"]: q["state"] for q in store.queues()}["R.once"] == "dead"
-    assert records(log) == [("Y", "once"), ("Y", "weekly"), ("U", "clash"), ("B", "once"),
-                            ("B", "weekly"), ("F", "once"), ("K", "once"), ("F", "weekly")]
+    assert records(log) == [("Y", "once"), ("Y", "weekly"), ("U", "clash"), ("U", "noqueue"),
+                            ("B", "once"), ("B", "weekly"), ("F", "once"), ("K", "once"),
+                            ("F", "weekly")]
     lines = book.release("root", ["weekly", "nosuch"])
     assert lines == ["Reservation subset matched",
                      "Released reservation 'weekly' for partitions: 2"]
