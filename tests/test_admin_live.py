@@ -156,6 +156,11 @@ def test_bad_requests_change_nothing(bgp: Instance) -> None:
     refused(ran, "partadm", "--queue '': give one or more queue names, as q1:q2")
     ran = bgp.command("partadm", "--enable", "--disable", R00M0)
     assert ran.returncode == 2 and "not allowed with argument" in ran.stderr
+    # nodeadm and nodelist are for flat clusters: they say what to use on blocks.
+    refused(bgp.command("nodeadm", "--down", "1"), "nodeadm", "this machine has blocks, not "
+            "nodes: partadm administers them (--disable, --enable, --queue)")
+    refused(bgp.command("nodelist"), "nodelist",
+            "this machine has blocks, not nodes: partlist lists them")
     assert admin_columns(bgp) == before
 
     # Mapping every block to prod would leave the default queue's waiting job nowhere to run.
