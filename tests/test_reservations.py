@@ -25,6 +25,7 @@ from test_scheduler_properties import (
     workloads,
 )
 
+from cobaltlite.commands import setres
 from cobaltlite.errors import InputError
 from cobaltlite.machine.bits import iter_bits, ranges_to_mask
 from cobaltlite.machine.catalog import load_description
@@ -74,6 +75,20 @@ def test_setres_times_read_as_cobalt_wrote_them() -> None:
         parse_start("2009-01-06 08:00", 0)
     with pytest.raises(ReservationError, match="not a valid date"):
         parse_start("2009_02_30-08:00", 0)
+
+
+def test_the_examples_of_setres_help_name_real_places() -> None:
+    """A new user copies them: their blocks are those of the shipped Blue Gene/P tables."""
+    examples = [line.split()[1:] for line in setres.build_parser().epilog.splitlines()
+                if line.startswith("  setres -n")]
+    assert len(examples) == 3
+    before = 1_700_000_000.0  # 2023, before every example's start
+    for argv in examples:
+        request = setres.request_from_args(setres.build_parser().parse_args(argv))
+        machines = ["flat:16"] if request["places"][0][0].isdigit() else ["bgp-2rack", "intrepid"]
+        for machine in machines:
+            build_reservation(request, build_machine(load_description(machine)), before, [],
+                              user_exists=lambda user: True)
 
 
 def test_a_cyclic_reservation_rolls_to_its_next_period_with_a_new_res_id() -> None:

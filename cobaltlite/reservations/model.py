@@ -203,7 +203,8 @@ def format_duration(seconds: float) -> str:
 
 
 def split_list(text: str | Sequence[str] | None) -> list[str]:
-    """Cobalt's ':'-separated lists (`-p R00-M0:R00-M1`, `-u alice:bob`); lists pass through."""
+    """Cobalt's ':'-separated lists (`-p ANL-R00-M0-512:ANL-R00-M1-512`, `-u alice:bob`); lists
+    pass through."""
     if text is None:
         return []
     if isinstance(text, int | float):  # a YAML file's bare node number
