@@ -34,6 +34,12 @@ class ReservationError(InputError):
     """A reservation request that cannot be honoured; the message says what and why."""
 
 
+def queue_name(name: str, queue: str) -> str:
+    """The queue of reservation `name`: the existing queue given with -q, else its own
+    R.<name> (also for showres and partlist, which see the reservation as a row)."""
+    return queue or f"R.{name}"
+
+
 @dataclass(frozen=True, slots=True)
 class Window:
     """What the scheduler sees of a reservation for one pass: `places` are held over
@@ -82,7 +88,7 @@ class Reservation:
 
     @property
     def queue_name(self) -> str:
-        return self.queue or f"R.{self.name}"
+        return queue_name(self.name, self.queue)
 
     @property
     def owns_queue(self) -> bool:
