@@ -96,9 +96,9 @@ def test_a_cyclic_reservation_rolls_to_its_next_period_with_a_new_res_id() -> No
     assert list(res.periods(0, count=3)) == [(100, 110), (150, 160), (200, 210)]
     assert list(res.periods(155, count=2)) == [(150, 160), (200, 210)]
     assert not res.is_over(10_000)
-    rolled, skipped = res.rolled(165)
-    assert (rolled.start, rolled.res_id, skipped) == (200, 8, 2)
-    assert res.rolled(105) == (res, 0)
+    rolled, skipped = res.rolled(165, 12)
+    assert (rolled.start, rolled.res_id, skipped) == (200, 12, 2)
+    assert res.rolled(105, 12) == (res, 0)
     once = Reservation("once", start=100, duration=10, places=("0",))
     assert once.is_over(110) and not once.is_over(109)
 

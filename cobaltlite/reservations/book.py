@@ -196,7 +196,7 @@ class ReservationBook:
             if current.end <= now:
                 self._write(current.end, "F", current, {})
                 if current.cycle:
-                    current, _ = current.rolled(now)
+                    current, _ = current.rolled(now, self._store.next_reservation_id())
                 else:
                     self._write(now, "K", current, {})
                     gone.append(current.name)

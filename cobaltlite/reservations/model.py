@@ -113,14 +113,16 @@ class Reservation:
                 yield start, start + self.duration
             start += self.cycle
 
-    def rolled(self, now: float) -> tuple[Reservation, int]:
+    def rolled(self, now: float, res_id: int) -> tuple[Reservation, int]:
         """A cyclic reservation moved to its first period that ends after `now`, and how many
-        periods were skipped (0: unchanged). Each new period is a new res_id (Cobalt)."""
+        periods were skipped (0: unchanged). Each new period is a new res_id (Cobalt): `res_id`,
+        drawn by the caller from the counter that numbers every reservation, so that no two
+        reservations' records share an id."""
         if not self.cycle or self.end > now:
             return self, 0
         skipped = int((now - self.end) // self.cycle) + 1
         return replace(self, start=self.start + skipped * self.cycle,
-                       res_id=self.res_id + 1, began=False), skipped
+                       res_id=res_id, began=False), skipped
 
     def windows(self, since: float, machine: Machine) -> list[Window]:
         """The periods ending after `since`, as the scheduler books them."""
