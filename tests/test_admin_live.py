@@ -244,3 +244,16 @@ def test_nodeadm_takes_nodes_down_and_maps_queues_on_a_flat_cluster(accounts: Ac
         assert flat.wait_for(stuck, {"running"})["location"] == "1"
     finally:
         flat.stop()
+
+
+def test_a_job_only_a_disabled_block_fits_gets_no_start_estimate(bgp: Instance) -> None:
+    """The estimates' replay keeps off the blocks an admin disabled, as the scheduler does:
+    the 2048-node job was estimated to start at once, pass after pass, while it could not."""
+    ok(bgp.command("partadm", "--disable", "ANL-R00-R01-2048"))
+    big = bgp.qsub("-n", "2048", "-t", "10", "/bin/true")
+    time.sleep(3)  # passes, each with its estimate
+    assert bgp.job(big)["state"] == "queued"
+    shown = bgp.command("showstart", str(big))
+    assert shown.returncode == 1 and "has no start estimate" in shown.stderr, shown
+    ok(bgp.command("partadm", "--enable", "ANL-R00-R01-2048"))
+    assert bgp.wait_for(big, {"running", "done"})["location"] == "ANL-R00-R01-2048"

@@ -45,6 +45,9 @@ class SystemAPI:
     def machine_state(self, known_forecast: int) -> dict[str, Any]:
         return self._service.machine_state(known_forecast)
 
+    def admin_state(self) -> dict[str, list[str]]:
+        return self._service.admin_state()
+
     def partitions(self) -> list[dict[str, Any]]:
         return self._service.partitions()
 
