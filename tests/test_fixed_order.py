@@ -54,3 +54,29 @@ def test_only_policies_whose_order_cannot_change_declare_one():
     assert sorted(FIXED_ORDERS) == ["default", "fcfs", "high_prio"]
     for name in ("wfp3", "fat", "unicef", "balanced", "wfp1", "fcsj"):
         assert builtin_policy(name).rank_key is None, name
+
+
+class CheckedRankQsim(Qsim):
+    """Qsim checking, at every pass, that the rank order it keeps up by insertions and
+    removals (arrivals appended, the ends of the list removed by identity) is the queue sorted
+    afresh."""
+
+    def ranked_jobs(self):
+        ranked = super().ranked_jobs()
+        if ranked is not None:
+            assert ranked == sorted(self._queue.values(), key=self.policy.rank_key)
+        return ranked
+
+
+@SETTINGS
+@given(data=st.data())
+def test_the_kept_rank_order_is_the_queue_sorted_at_every_pass(data):
+    kind = data.draw(st.sampled_from([FLAT4, FLAT8]))
+    jobs = data.draw(workloads(kind, max_jobs=14))
+    units = kind.build().failure_units()
+    failures = sorted(data.draw(st.lists(
+        st.builds(FailureEvent, st.integers(0, 60), st.sampled_from(units)), max_size=3)),
+        key=lambda f: (f.time, f.component))
+    policy = builtin_policy(data.draw(st.sampled_from(sorted(FIXED_ORDERS))))
+    CheckedRankQsim(jobs, kind.build(), policy, Backfill(data.draw(st.sampled_from(SCHEMES))),
+                    failures=failures, repair_time=7.0).run()

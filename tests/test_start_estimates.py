@@ -316,6 +316,82 @@ def test_the_followed_plan_gives_every_start_of_the_forward_replay_on_blue_gene(
             machine.unfail(component)
 
 
+@settings(max_examples=80, deadline=None)
+@given(spec=st.sampled_from(["fig1+", "fig1+", "bgp-2rack", "intrepid", "flat:8"]),
+       policy=st.sampled_from(["wfp3", "wfp1", "fat", "fcsj", "unicef", "balanced",
+                                 "fairshare"]),
+       failed=st.lists(st.integers(0, 40), max_size=2), mapped=st.booleans(),
+       running=st.lists(st.tuples(st.integers(0, 6), st.integers(-20, 80), st.integers(0, 2)),
+                        max_size=8),
+       queued=st.lists(st.tuples(st.sampled_from([0, 0, 0, 1, 1, 2, 3, 4, 5, 6]),
+                                 st.sampled_from([1, 5, 30, 60, 200, 600]),
+                                 st.integers(0, 300), st.integers(0, 2), st.booleans()),
+                       min_size=6, max_size=40))
+# A job ranked first filled the machine at a pass that then planned nothing: its block was
+# reserved for another job later, which a pass holding the last plan again kept.
+@example(spec="bgp-2rack", policy="fairshare", failed=[], mapped=False, running=[],
+         queued=[(0, 60, 11, 1, False), (1, 30, 6, 0, False), (2, 200, 90, 0, False),
+                 (0, 600, 156, 1, False), (0, 600, 48, 2, False), (0, 60, 170, 1, False),
+                 (0, 30, 30, 2, False), (1, 600, 118, 1, False), (0, 30, 186, 0, False),
+                 (1, 30, 131, 0, False), (1, 60, 163, 2, False), (0, 60, 11, 0, False)])
+# A job whose reservation began started on a cheaper block than the one it had reserved:
+# the plan ends with it (fig1+'s 128-node blocks, two midplanes failed).
+@example(spec="fig1+", policy="wfp3", failed=[2, 4], mapped=False, running=[],
+         queued=[(0, 1, 0, 0, False)] * 19 + [
+             (0, 5, 3, 0, False), (0, 30, 15, 0, False), (3, 5, 2, 0, False),
+             (3, 30, 8, 0, False), (4, 1, 0, 0, False)])
+# A running job overdue at the fork's first instant held its blocks a grace beyond it in the
+# first pass, and the reservations made around it no longer hold once it has ended.
+@example(spec="intrepid", policy="wfp3", failed=[0, 8], mapped=False,
+         running=[(4, 0, 0), (6, 1, 0)],
+         queued=[(0, 1, 0, 0, False)] * 19 + [(3, 1, 1, 0, False), (5, 1, 1, 0, False)])
+def test_conservative_passes_holding_the_last_plan_again_estimate_as_planning_afresh(
+        spec: str, policy: str, failed: list[int], mapped: bool,
+        running: list[tuple[int, int, int]], queued: list[tuple[int, int, int, int, bool]]
+) -> None:
+    """Conservative backfilling with a rank order that changes as jobs wait: the fork's passes
+    on Blue Gene/P that take up the last pass's reservations of the jobs still ranked first
+    (scheduler/plan.py, `LastReservations`; those due now started where the pass starts them)
+    give the very starts of passes planning afresh, and of the forward replay whose every pass
+    ranks the whole queue. On blocks inside blocks, on two racks, on Intrepid and on a flat
+    machine (no reuse there), with overdue running jobs (the fork's first instant), failed
+    components, a queue mapped to some places, several users (their usage moves fairshare's
+    order) and equal scores."""
+    machine = _MACHINES[spec]
+    sizes = sorted(machine.size_mask) if hasattr(machine, "size_mask") else list(range(1, 9))
+    components = machine.failure_units()
+    for k in failed:
+        machine.fail(components[k % len(components)])
+    now = 1000.0
+    ending = []
+    try:
+        for k, (size, left, user) in enumerate(running):
+            where = machine.find_location(sizes[size % len(sizes)], 60.0, now)
+            if where is None:
+                continue
+            machine.allocate(where, 1000 + k, 0.0)
+            ending.append(SimJob(1000 + k, sizes[size % len(sizes)], 60.0, 60.0, now - 100,
+                                 f"u{user}", "p", "default", start_time=now - 60 + left,
+                                 location=where))
+        for jobid in list(machine.held_by()):
+            machine.release(jobid)
+        waiting = [SimJob(i + 1, max(sizes[size % len(sizes)] - 1, 1), float(wall), float(wall),
+                          now - 10 * age, f"u{user}", "p", "mapped" if in_mapped else "default")
+                   for i, (size, wall, age, user, in_mapped) in enumerate(queued)]
+        places = {"mapped": _FIG1_MAPPED["mapped"] if spec == "fig1+" else
+                  frozenset(machine.names[:40]) if spec == "intrepid" else _MAPPED_PLACES[spec]
+                  } if mapped else {}
+        chosen = builtin_policy(policy)
+        reused, afresh, replayed = (
+            estimate_start_times(machine, now, ending, waiting, chosen, Backfill.CONSERVATIVE,
+                                 queue_places=places, reuse_plan=reuse, prune=prune)
+            for reuse, prune in ((True, True), (False, True), (False, False)))
+        assert reused == afresh == replayed
+    finally:
+        for component in machine.failed_components():
+            machine.unfail(component)
+
+
 @settings(max_examples=40, deadline=None)
 @given(jobs=st.lists(st.tuples(st.integers(0, 50), st.sampled_from(BGP_SIZES),
                                st.integers(1, 40), st.booleans()), min_size=1, max_size=16),

@@ -191,6 +191,7 @@ def delete(status: JobStatus, force: bool = False) -> Outcome:
     return Outcome(status, ())
 
 
+@_remembered
 def walltime_reached(status: JobStatus) -> Outcome:
     """The wall-time limit: a running job is killed, the A record (reason time_limit)."""
     if status.state not in (STARTING, RUNNING):

@@ -39,6 +39,7 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cobaltlite.clock import VirtualClock
@@ -215,7 +216,7 @@ class Qsim:
         # SimJob only then, and nothing of it is kept once it has ended but its outcome (on a
         # 300,000-job trace, trace jobs and SimJobs side by side were a third of the peak).
         pending: deque[TraceJob] = deque()
-        for tj in sorted(jobs, key=lambda j: (j.submit_time, j.jobid)):
+        for tj in sorted(jobs, key=attrgetter("submit_time", "jobid")):
             if machine.allocation_size(tj.nodes) is None:
                 self.skipped.append(
                     f"job {tj.jobid}: {tj.nodes} nodes fit no place on {machine.name}"
@@ -335,7 +336,12 @@ class Qsim:
         insort(self._sizes, job.size)
         key = self._ranked_by
         if key is not None:
-            insort(self._ranked, job, key=key)
+            ranked = self._ranked
+            # Under fcfs every arrival ranks last: an append, without insort's bisection.
+            if not ranked or key(ranked[-1]) <= key(job):
+                ranked.append(job)
+            else:
+                insort(ranked, job, key=key)
 
     def _dequeue(self, job: SimJob) -> None:
         """`job` leaves the queue (it starts, or its queue died)."""
@@ -349,7 +355,15 @@ class Qsim:
         key = self._ranked_by
         if key is not None:
             ranked = self._ranked
-            del ranked[bisect_left(ranked, key(job), key=key)]  # keys are unique (job id)
+            # A start often takes the first job (in order) or the last (an arrival that fits
+            # at once; together 70 % of SDSC-BLUE's starts): found by identity, without the
+            # bisection's key calls.
+            if ranked[-1] is job:
+                ranked.pop()
+            elif ranked[0] is job:
+                del ranked[0]
+            else:
+                del ranked[bisect_left(ranked, key(job), key=key)]  # keys are unique (job id)
 
     def queued_jobs(self) -> list[SimJob]:
         """The jobs waiting now, unscored (for monitors)."""
@@ -525,12 +539,13 @@ class Qsim:
         next_fault = failures[0].time if failures else inf  # next failure or repair
         reserved = bool(self._reservations)
         next_window = self._next_boundary(clock.now()) if reserved else inf
+        next_submit = pending[0].submit_time if pending else inf
         give_up = inf  # with only reservation boundaries left: one full cycle of them
         # Jobs left queued while a repair is pending wait for it: the replay is not over; jobs
         # left queued while a reservation is ahead wait for it too.
         while pending or ends or (queue and (
                 repairs or (next_window < inf and next_window <= give_up))):
-            t = pending[0].submit_time if pending else inf
+            t = next_submit
             if ends and ends[0][0] < t:
                 t = ends[0][0]
             if next_fault <= t:
@@ -553,9 +568,10 @@ class Qsim:
                 events += 1
                 next_fault = min(failures[next_f].time if next_f < len(failures) else inf,
                                  repairs[0][0] if repairs else inf)
-            while pending and pending[0].submit_time == t:
+            while next_submit == t:
                 submit(_sim_job(pending.popleft()), t)
                 events += 1
+                next_submit = pending[0].submit_time if pending else inf
             if hook is not None:
                 hook.before_pass(t)
             if queue and has_free_capacity():
@@ -687,9 +703,13 @@ def _launched(status: JobStatus) -> JobStatus:
 def _sim_job(tj: TraceJob) -> SimJob:
     """The job Qsim replays for the trace's `tj`, made when it is submitted."""
     # The fields without defaults positionally (jobid, size, wall_time, run_time, submit_time,
-    # user_name, project, queue): keywords made this cost two and a half times as much.
+    # user_name, project, queue): keywords made this cost two and a half times as much, and
+    # the exit status as one more keyword half as much again, so it is set only when not 0.
     job = SimJob(tj.jobid, tj.nodes, tj.requested_time, tj.run_time, tj.submit_time, tj.user,
-                 tj.project, tj.queue, exit_status=_trace_exit_status(tj))
+                 tj.project, tj.queue)
+    exit_status = _trace_exit_status(tj)
+    if exit_status:
+        job.exit_status = exit_status
     if tj.dependencies:
         job.dependencies = tj.dependencies
     return job

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from cobaltlite.machine.bgp import INF, BGPMachine, BGPPlanner
 from cobaltlite.machine.model import PlaceSet
 from cobaltlite.qsim.engine import SimJob
+from cobaltlite.scheduler.plan import block_a_pass_starts
 
 
 def follow_the_plan(machine: BGPMachine, now: float, ranked: Sequence[SimJob],
@@ -118,18 +119,14 @@ def follow_the_plan(machine: BGPMachine, now: float, ranked: Sequence[SimJob],
             machine.release(heapq.heappop(ending)[1])
         job = jobs[rank]
         # The pass places this job around the reservations of the jobs ranked before it.
-        end = at + job.wall_time
         while started[waiting]:  # the first job in rank order still waiting
             waiting += 1
-        held = 0
-        for other in range(waiting, rank):
-            if not started[other] and starts[other] < end:
-                held |= conflict[blocks[other]]
-        candidates = machine.available_of_size(job.size, allowed(job)) & ~held
-        if not candidates:
+        chosen = block_a_pass_starts(machine, job, allowed(job), at, [
+            (starts[other], blocks[other]) for other in range(waiting, rank)
+            if not started[other]])
+        if chosen < 0:
             raise AssertionError(f"job {job.jobid}: its reserved block "
                                  f"{names[blocks[rank]]} is not free at {at}")
-        chosen = machine.cheapest(candidates, at, end)
         start(rank, at, names[chosen])
         if chosen != blocks[rank]:  # the jobs ranked after it may be placed otherwise now
             plan(rank + 1, at, conflict[blocks[rank]], conflict[chosen])

@@ -36,6 +36,7 @@ from cobaltlite.policy.utility import (
 from cobaltlite.qsim.engine import Qsim, SimJob
 from cobaltlite.qsim.followed_plan import follow_the_plan
 from cobaltlite.reservations.model import Reservation
+from cobaltlite.scheduler.plan import LastReservations
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.scheduler.slack import SlackState
 
@@ -429,6 +430,7 @@ def estimate_start_times(
     queue_places: Mapping[str, PlaceSet] | None = None,
     reservations: Sequence[Reservation] = (),
     prune: bool = True,
+    reuse_plan: bool = True,
     partitions: QueuePartitions | None = None,
     slack: SlackState | None = None,
 ) -> dict[int, float]:
@@ -442,7 +444,9 @@ def estimate_start_times(
     `policy`. `queue_places` maps queues to the places their jobs may use (partadm --queue);
     `reservations` (setres) are held over their periods as in Qsim. A job missing from the
     answer never starts in the fork (no place can hold it). `prune=False`: every pass sees the
-    whole queue, scored (the same answer, slower; tests compare the two). `partitions`: the
+    whole queue, scored (the same answer, slower; tests compare the two); `reuse_plan=False`:
+    a conservative pass on Blue Gene/P plans afresh instead of taking up the last pass's
+    reservations (`LastReservations`; the same answer, slower). `partitions`: the
     live queue layout's (seed 002; the system's `queue_partitions`): the fork schedules region
     by region as the scheduler does, each job by its own queue's name (no routing by class).
     `slack`: the scheduler's slack settings and memory (`Scheduler.slack_state`), which
@@ -489,6 +493,12 @@ def estimate_start_times(
             return fork.starts
         if fork.fixed_order or in_one_go or reserving:
             fork.columns = WaitingColumns(waiting, machine, policy, fork.fixed_order, reserving)
+        if reuse_plan and reserving and isinstance(machine, BGPMachine) and all(
+                job.wall_time > 0 for job in waiting):
+            # The conditions `LastReservations` rests on: those of `reserving` (W = 1, no
+            # running limit, no reservation period, no region), a fork's, and no job ending
+            # as it starts.
+            fork.scheduler.last_reservations = LastReservations(machine, now)
         fork.run_forward()
     finally:
         for jobid in list(machine.held_by()):

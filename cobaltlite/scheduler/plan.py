@@ -17,14 +17,21 @@ Otherwise the pass plans from scratch, as it always did, and keeps that plan. On
 machine's plan is kept (a count of free nodes over time, so "the same profile" is a comparison
 of the running jobs' ends), and only without queue place sets and reservation periods.
 tests/test_kept_plan.py compares both ways pass by pass on random workloads.
+
+On Blue Gene/P a pass's plan is kept only inside a forked replay, whose future is known
+(`LastReservations`): there the next pass takes up the reservations of the jobs still ranked
+first, and the planner holding them, instead of searching for them again.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import attrgetter
 
+from cobaltlite.machine.bgp import BGPMachine, BGPPlanner
 from cobaltlite.machine.flat import FlatMachine, FlatPlanner, returns, returns_in_order
+from cobaltlite.machine.model import PlaceSet
 from cobaltlite.scheduler.interfaces import SchedulableJob
 
 NEVER = float("inf")
@@ -158,3 +165,159 @@ class KeptPlan:
         if started:
             self._soonest = min(self.starts, default=NEVER)
         self._returns = returns_in_order(self.machine, now)
+
+
+class LastReservations:
+    """The last conservative pass's reservations on Blue Gene/P, in rank order, and its
+    planner, for the next pass of a forked replay (qsim/fork.py, `estimate_start_times`) to
+    take up instead of searching for them again. The fork guarantees what this rests on:
+    nothing arrives, every job ends exactly at its start plus its wall time (positive), no
+    component fails or comes back, W = 1, no running limit, no reservation period, no region;
+    and no plan of the fork's first instant is taken up (a running job overdue then holds its
+    blocks a grace beyond now, which the next pass, once it has ended, no longer sees).
+
+    Why a reservation holds from a pass at t1 to the next one, at t2 > t1. The t1 pass
+    reserved its jobs in rank order, each at its earliest (start, and the first block in name
+    order of those free as early) given the blocks held by the running jobs and by the jobs it
+    had started so far, and the reservations before it. Take the jobs the t1 pass reserved
+    first that the t2 pass ranks first, in the same order, with no job started at t2 ahead of
+    them, none reserved before t2 (`resume` stops at the first that is not). No job ended in
+    between but at its end as planned; so for the i-th of them the t2 pass's state differs
+    from the t1 pass's only by more held time: the jobs the t1 pass started after it (each
+    placed where no reservation before it overlapped, so off its block over its reserved
+    time), and the present moved from t1 to t2 (not after its reserved start). More held time
+    makes no block's earliest start earlier, and none of it overlaps the reserved block over
+    the reserved time, so the search finds the same start on the same block (a block as early
+    but first in name order would have been found at t1 too).
+
+    So the t2 pass finds no free block for the first of them (a job reserved at t2 would have
+    started ahead of it: it is not among them), makes it the top job, and would reserve each
+    of them reserved after t2 as the t1 pass did, none starting now; the planner holding
+    exactly their reservations, in order, is the one those searches leave (the t1 pass's own
+    planner when it holds nothing else, moved to t2 by `BGPPlanner.advance`; else a new one
+    holding them again). Each of them reserved at t2 the t2 pass starts at its turn, on the
+    cheapest block of its size free and clear of the reservations before it, of which its
+    reserved block is one (`_start_due`). Started there, it holds what its reservation held,
+    the same blocks over the same time, and the argument goes on past it; started elsewhere,
+    the jobs after it may be placed otherwise, and the plan ends with it. The pass then goes
+    on from the job after them as always (a pass that would have stopped reserving among them
+    starts no later job either: places only go), and the jobs it reserves are added, each
+    reserved with the same guarantee for the next pass.
+
+    A job started ahead of the top job (its block was not held at t1) leaves nothing to take
+    up, and a pass that starts jobs but plans nothing (they filled the machine) calls
+    `forget`. tests/test_start_estimates.py compares estimates with and without this.
+    """
+
+    def __init__(self, machine: BGPMachine, first_instant: float) -> None:
+        self.machine = machine
+        self.jobs: list[SchedulableJob] = []
+        self.starts: list[float] = []
+        self.wheres: list[str] = []  # the block reserved; "" when none (the start is NEVER)
+        self._first_instant = first_instant
+        self._made_at = first_instant  # the time of the pass whose plan this is
+        self._planner: BGPPlanner | None = None
+        """That pass's: it holds every one of them, and the reservations of the jobs since
+        begun on their reserved blocks at their reserved times (the same held time as those
+        jobs, which the machine holds)."""
+
+    def add(self, job: SchedulableJob, start: float, where: str) -> None:
+        """`job`, the next in rank order, is reserved (on the planner `resume` gave) from
+        `start` on `where` (NEVER, "": not at all)."""
+        self.jobs.append(job)
+        self.starts.append(start)
+        self.wheres.append(where)
+
+    def forget(self) -> None:
+        """A pass started jobs without planning (they filled the machine): its starts took
+        no reservation into account, so none may be taken up."""
+        del self.jobs[:], self.starts[:], self.wheres[:]
+        self._planner = None
+
+    def resume(self, now: float, jobs: Sequence[SchedulableJob],
+               places: Mapping[str, PlaceSet] | None,
+               start: Callable[[SchedulableJob, str], bool]) -> tuple[BGPPlanner, int]:
+        """For the pass at `now`: a planner holding the kept reservations of the first jobs of
+        `jobs` (the pass's jobs from its top job on, in rank order; empty when a job started
+        ahead of the top job), and how many of `jobs` the pass has thereby planned. Those
+        whose reservation begins now are started with `start` (the scheduler's; `places`: the
+        queues' place sets) where the pass starts them (`_start_due`). The plan keeps the rest
+        alone; the pass plans the jobs after them and `add`s each job it reserves."""
+        same = 0
+        if self._made_at > self._first_instant:
+            for kept, job, begins in zip(self.jobs, jobs, self.starts, strict=False):
+                if kept is not job or begins < now:
+                    break
+                same += 1
+        self._made_at = now
+        planner = self._planner
+        if planner is not None and same == len(self.jobs):  # it holds them, and jobs begun
+            planner.advance(now)
+        else:
+            planner = self._afresh(now, same, [])
+        if now in self.starts:
+            return self._start_due(planner, now, same, places, start)
+        return planner, same
+
+    def _start_due(self, planner: BGPPlanner, now: float, same: int,
+                   places: Mapping[str, PlaceSet] | None,
+                   start: Callable[[SchedulableJob, str], bool]) -> tuple[BGPPlanner, int]:
+        """Start the first `same` kept jobs whose reservation begins now (none is the top job:
+        it would have started ahead of the planning) where the pass starts each at its turn:
+        the block `block_a_pass_starts` picks around the reservations before it, which its
+        reserved block is among (free, and clear of them, by the argument above). On that block
+        it holds what its reservation held, so the plan stands; on another, the jobs after it
+        may be planned otherwise now: the plan ends with it. A refused start ends the plan
+        before the job, which the pass then plans. Return the planner and how many jobs are
+        planned."""
+        machine, index = self.machine, self.machine.index
+        begun: list[int] = []
+        for k in range(same):
+            if self.starts[k] != now:
+                continue
+            job = self.jobs[k]
+            allowed = None if places is None else places.get(job.queue)
+            before = [(self.starts[j], index[self.wheres[j]]) for j in range(k) if self.wheres[j]]
+            block = block_a_pass_starts(machine, job, allowed, now, before)
+            if block < 0:
+                raise AssertionError(f"job {job.jobid}: its reserved block {self.wheres[k]} "
+                                     f"is not free at {now}")
+            where = machine.names[block]
+            if not start(job, where):
+                return self._afresh(now, k, begun), k
+            planner.commit(where, job.wall_time)  # as a pass commits each start
+            begun.append(k)
+            if where != self.wheres[k]:
+                return self._afresh(now, k + 1, begun), k + 1
+        for k in reversed(begun):
+            del self.jobs[k], self.starts[k], self.wheres[k]
+        return planner, same
+
+    def _afresh(self, now: float, end: int, begun: list[int]) -> BGPPlanner:
+        """Keep the reservations before `end`, less those of the jobs `begun` (started on
+        their blocks this pass: the machine holds them), on a new planner."""
+        for k in reversed(begun):
+            del self.jobs[k], self.starts[k], self.wheres[k]
+        end -= len(begun)
+        del self.jobs[end:], self.starts[end:], self.wheres[end:]
+        planner = self._planner = self.machine.planner(now)
+        index = self.machine.index
+        for job, start, where in zip(self.jobs, self.starts, self.wheres, strict=True):
+            if where:
+                planner.hold(index[where], start, job.wall_time)
+        return planner
+
+
+def block_a_pass_starts(machine: BGPMachine, job: SchedulableJob, allowed: PlaceSet | None,
+                        at: float, before: Iterable[tuple[float, int]]) -> int:
+    """The block a conservative pass at `at` starts `job` on when its turn comes: of the blocks
+    of its size (within `allowed`) free now, the cheapest clear of the reservations `before`
+    ((start, block) of the jobs ranked before it, each beginning at `at` or later), as
+    `location_now` finds it on a planner holding them; -1 when none is."""
+    end = at + job.wall_time
+    conflict, held = machine.conflict, 0
+    for start, block in before:
+        if start < end:
+            held |= conflict[block]
+    candidates = machine.available_of_size(job.size, allowed) & ~held
+    return machine.cheapest(candidates, at, end) if candidates else -1

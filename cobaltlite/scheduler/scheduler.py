@@ -16,7 +16,9 @@ The order of one pass, which docs/architecture.md restates for users:
    * conservative: every job in rank order either starts now without delaying any earlier
      reservation, or gets a reservation of its own at its earliest time. On a flat machine the
      plan is kept between passes and resumed where it provably holds (scheduler/plan.py): the
-     same reservations, without re-reserving the whole queue at every pass.
+     same reservations, without re-reserving the whole queue at every pass. In a forked
+     replay on Blue Gene/P (start estimates) the last pass's reservations of the jobs still
+     ranked first are taken up likewise (`LastReservations`).
    * slack (seed 001, cobaltlite/scheduler/slack.py): first start the combination of the first
      L waiting jobs that a branch and bound picks within every waiting job's slack, then
      backfill conservatively (with W > 1, as conservative). On a flat machine the search's
@@ -64,7 +66,7 @@ from cobaltlite.clock import Clock
 from cobaltlite.machine.flat import FlatMachine, FlatPlanner
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
-from cobaltlite.scheduler.plan import NEVER, KeptPlan
+from cobaltlite.scheduler.plan import NEVER, KeptPlan, LastReservations
 
 # Imported where used: a replay without reservations, a queue layout or slack backfilling never
 # loads them.
@@ -136,6 +138,10 @@ class Scheduler:
         and stop reserving once none can (False: ask and reserve every job, the reference
         tests/test_conservative_stop.py compares with)."""
         self._partitioned: PartitionedPass | None = None  # made at the first layout's pass
+        self.last_reservations: LastReservations | None = None
+        """Set by a forked replay on Blue Gene/P, whose future is known (qsim/fork.py): each
+        conservative pass on its machine takes up the last pass's reservations of the jobs
+        still ranked first instead of searching for them again (scheduler/plan.py)."""
 
     def _by_partition(self) -> PartitionedPass:
         """The per-region passes of a queue layout (cobaltlite/scheduler/partitioned.py):
@@ -218,6 +224,8 @@ class Scheduler:
 
         top_index = self._start_in_order(jobs, machine, now, report, booked)
         if top_index is None or not machine.has_free_capacity():
+            if report.started and self.last_reservations is not None:
+                self.last_reservations.forget()  # it did not plan around these starts
             return report  # everyone started, or nothing else can start at this instant
         if self.window > 1:
             self._place_window(jobs[top_index:], machine, now, report, booked)
@@ -270,12 +278,23 @@ class Scheduler:
     ) -> None:
         """Step 4 under conservative backfilling from the top job (`jobs[0]`) on: on a flat
         machine without place sets or reservation periods, by resuming the last pass's plan
-        where it still holds (scheduler/plan.py), else on a plan made afresh."""
+        where it still holds (scheduler/plan.py); in a forked replay on Blue Gene/P, from the
+        last pass's reservations of the jobs still ranked first (`last_reservations`); else on
+        a plan made afresh."""
         kept: KeptPlan | None = None
         began: list[int] = []  # the kept jobs started where the plan reserved them
-        if booked is not None or self._places is not None or not isinstance(machine, FlatMachine):
+        last = self.last_reservations
+        recorded: KeptPlan | LastReservations | None = None
+        first = 0  # the jobs from the first on are to be reserved
+        planner: Planner
+        if last is not None and booked is None and machine is last.machine:
+            # A job started ahead of the top one in this pass: nothing of the last plan holds.
+            planner, first = last.resume(now, () if report.started else jobs, self._places,
+                                         lambda job, where: self._start(job, where, report))
+            recorded = last
+        elif booked is not None or self._places is not None or not isinstance(machine, FlatMachine):
             self._kept = None
-            planner: Planner = booked if booked is not None else machine.planner(now)
+            planner = booked if booked is not None else machine.planner(now)
         else:
             kept = self._kept
             due = kept.resume(machine, now, jobs) if kept is not None and self.keep_plan else None
@@ -288,18 +307,18 @@ class Scheduler:
                 location = machine.find_location(job.size, job.wall_time, now)
                 if location is not None and self._start(job, location, report):
                     began.append(i)
-        first = 0 if kept is None else len(kept.keys)
+            recorded, first = kept, len(kept.keys)
         if first == 0:
             top = jobs[0]
             start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
             report.drain = (top.jobid, where, start)
-            if kept is not None:
-                kept.add(top, start, where)
+            if recorded is not None:
+                recorded.add(top, start, where)
             first = 1
         else:
-            assert kept is not None
-            report.drain = (kept.keys[0][0], kept.wheres[0], kept.starts[0])
-        self._backfill_conservative(jobs[first:], machine, planner, report, kept)
+            assert recorded is not None
+            report.drain = (recorded.jobs[0].jobid, recorded.wheres[0], recorded.starts[0])
+        self._backfill_conservative(jobs[first:], machine, planner, report, recorded)
         if kept is not None:
             kept.settle(now, began)
 
@@ -585,14 +604,17 @@ class Scheduler:
 
     def _backfill_conservative(
         self, waiting: list[SchedulableJob], machine: Machine, planner: Planner,
-        report: PassReport, kept: KeptPlan | None = None, more_after: bool = False,
+        report: PassReport, kept: KeptPlan | LastReservations | None = None,
+        more_after: bool = False,
     ) -> None:
         """Each job in rank order starts now if that delays no earlier reservation, else is
-        reserved at its earliest, in `kept` too when the plan is kept. `more_after`: the pass
-        goes on planning other jobs on `planner` after these (so all of these are reserved).
+        reserved at its earliest, in `kept` too when the plan is kept (all of it on a flat
+        machine; on Blue Gene/P in a fork, `LastReservations`, as far as the pass reserves).
+        `more_after`: the pass goes on planning other jobs on `planner` after these (so all of
+        these are reserved).
 
-        Without a kept plan the reservations serve this pass alone, to keep later jobs from
-        starting now (the report holds the top job's drain, made before). With
+        Without a flat kept plan the reservations serve this pass alone, to keep later jobs
+        from starting now (the report holds the top job's drain, made before). With
         `conservative_stop`, the jobs that certainly cannot start now are not asked about, and
         the pass stops reserving once no later job can start now: within a pass the plan and
         the machine only lose free places (a start commits one, a reservation holds one), so
@@ -601,7 +623,8 @@ class Scheduler:
         what a shorter one does), for the rest of the pass. `_next_that_may_start` looks ahead
         with that memo; the jobs before the one it finds only need their reservations."""
         idle = machine.idle_nodes()
-        look_ahead = kept is None and self.conservative_stop and not more_after
+        look_ahead = (self.conservative_stop and not more_after
+                      and not isinstance(kept, KeptPlan))
         ahead = 0  # looking ahead, no job before waiting[ahead] can start now
         refused: dict[object, float] = {}  # as in _backfill_easy, never emptied: see above
         for i, job in enumerate(waiting):
