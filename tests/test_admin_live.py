@@ -65,11 +65,12 @@ PARTADM_L = lines(
 def test_only_admins_change_blocks_and_the_scheduler_honours_every_change(
         bgp: Instance, accounts: Accounts) -> None:
     assert ok(bgp.command("partadm", "-l", account=ALICE, accounts=accounts)) == PARTADM_L
-    for args, action in ((["--disable", R00M0], "disable"), (["-d", R00M0], "delete"),
-                         (["--deactivate", R00M0], "deactivate"),
-                         (["--queue", "default", R00M0], "queue")):
+    for args, options in ((["--disable", R00M0], "partadm --disable, nodeadm --down"),
+                          (["-d", R00M0], "partadm -d"),
+                          (["--deactivate", R00M0], "partadm --deactivate"),
+                          (["--queue", "default", R00M0], "partadm --queue, nodeadm --queue")):
         ran = bgp.command("partadm", *args, account=ALICE, accounts=accounts)
-        refused(ran, "partadm", f"{action} (partadm, nodeadm) {ADMIN_ONLY}")
+        refused(ran, "partadm", f"{options} {ADMIN_ONLY}")
     assert ok(bgp.command("partadm", "-l")) == PARTADM_L
 
     assert ok(bgp.command("partadm", "--disable", R00M0, account=BOB, accounts=accounts)) == \
@@ -219,7 +220,7 @@ def test_nodeadm_takes_nodes_down_and_maps_queues_on_a_flat_cluster(accounts: Ac
         assert ok(flat.command("nodelist", account=ALICE, accounts=accounts)) == NODELIST
         assert ok(flat.command("nodeadm", "-l")) == NODELIST
         refused(flat.command("nodeadm", "--down", "0", account=ALICE, accounts=accounts),
-                "nodeadm", f"disable (partadm, nodeadm) {ADMIN_ONLY}")
+                "nodeadm", f"partadm --disable, nodeadm --down {ADMIN_ONLY}")
         assert ok(flat.command("nodeadm", "--down", "0", "1", account=BOB,
                                accounts=accounts)) == "down: 0 1\n"
         refused(flat.command("nodeadm", "--down", "2", "4"), "nodeadm",
