@@ -10,7 +10,8 @@ jobs of `QueueManager.runnable_jobs`, scored by their queues' policies at each v
 running jobs hold their places until start + requested wall time; no new arrivals; every job runs
 for its requested time; reservations (setres) hold their places over their periods, as the
 scheduler sees them; under a live queue layout the fork schedules by its partitions and pool,
-as the scheduler does (seed 002). Held jobs, and jobs of stopped queues, get none. Decisions in
+as the scheduler does (seed 002); the places an admin took out of scheduling (partadm, nodeadm)
+stay out. Held jobs, and jobs of stopped queues, get none. Decisions in
 docs/architecture.md, "Estimated start times". With a reservation booked, the queue is estimated
 once more without the reservations, which gives what they cost (`QueueManager.reservation_cost`,
 reservations/cost.py; the metrics monitor samples it).
