@@ -46,9 +46,14 @@ def test_reservations_persist_begin_end_and_roll(database_url: str,  # noqa: F81
                       "users": ["root"]})
     book.add("root", {"name": "weekly", "start": T0 + 60, "duration": "5", "cycle": "20",
                       "places": ["2"]})
+    # Made after weekly: its res_id (3) is not the one weekly's next period gets.
+    book.add("root", {"name": "later", "start": T0 + 86400, "duration": "10", "places": ["3"]})
     with pytest.raises(ReservationError, match="overlaps"):
         book.add("root", {"name": "clash", "start": T0 + 100, "duration": "10",
                           "places": ["1"]})
+    with pytest.raises(ReservationError, match="does not exist"):
+        book.add("root", {"name": "noqueue", "start": T0 + 100, "duration": "10",
+                          "places": ["3"], "queue": "nosuch"})
     queues = {q["name"]: q for q in store.queues()}
     assert queues["R.once"]["state"] == "running"
     assert queues["R.once"]["restrictions"] == {"users": "root"}
@@ -56,20 +61,22 @@ def test_reservations_persist_begin_end_and_roll(database_url: str,  # noqa: F81
 
     # A new store and book on the same database: everything is still there.
     store, book = open_book(database_url, log, clock)
-    assert [r["name"] for r in book.listing()] == ["once", "weekly"]
+    assert sorted(r["name"] for r in book.listing()) == ["later", "once", "weekly"]
     assert "clash" not in {q["name"] for q in store.queues()}
     clock.advance_to(T0 + 61)
-    assert [(w[0], w[3], w[4]) for w in book.windows()][:2] == [
+    assert sorted((w[0], w[3], w[4]) for w in book.windows() if w[0] != "later")[:2] == [
         ("once", T0 + 60, T0 + 660), ("weekly", T0 + 60, T0 + 360)]
     clock.advance_to(T0 + 700)  # once is over; weekly's first period too
     rows = {r["name"]: r for r in book.listing()}
-    assert set(rows) == {"weekly"}
-    assert rows["weekly"]["start"] == T0 + 60 + 1200 and rows["weekly"]["res_id"] == 3
+    assert set(rows) == {"weekly", "later"}
+    assert rows["weekly"]["start"] == T0 + 60 + 1200 and rows["weekly"]["res_id"] == 4
     assert {q["name"]: q["state"] for q in store.queues()}["R.once"] == "dead"
-    assert records(log) == [("Y", "once"), ("Y", "weekly"), ("U", "clash"), ("B", "once"),
-                            ("B", "weekly"), ("F", "once"), ("K", "once"), ("F", "weekly")]
+    assert records(log) == [("Y", "once"), ("Y", "weekly"), ("Y", "later"), ("U", "clash"),
+                            ("U", "noqueue"), ("B", "once"), ("B", "weekly"), ("F", "once"),
+                            ("K", "once"), ("F", "weekly")]
     lines = book.release("root", ["weekly", "nosuch"])
     assert lines == ["Reservation subset matched",
                      "Released reservation 'weekly' for partitions: 2"]
-    assert records(log)[-1] == ("k", "weekly") and book.listing() == []
+    assert records(log)[-1] == ("k", "weekly")
+    assert [r["name"] for r in book.listing()] == ["later"]
     store.close()

@@ -25,6 +25,7 @@ from test_scheduler_properties import (
     workloads,
 )
 
+from cobaltlite.commands import setres
 from cobaltlite.errors import InputError
 from cobaltlite.machine.bits import iter_bits, ranges_to_mask
 from cobaltlite.machine.catalog import load_description
@@ -76,14 +77,28 @@ def test_setres_times_read_as_cobalt_wrote_them() -> None:
         parse_start("2009_02_30-08:00", 0)
 
 
+def test_the_examples_of_setres_help_name_real_places() -> None:
+    """A new user copies them: their blocks are those of the shipped Blue Gene/P tables."""
+    examples = [line.split()[1:] for line in setres.build_parser().epilog.splitlines()
+                if line.startswith("  setres -n")]
+    assert len(examples) == 3
+    before = 1_700_000_000.0  # 2023, before every example's start
+    for argv in examples:
+        request = setres.request_from_args(setres.build_parser().parse_args(argv))
+        machines = ["flat:16"] if request["places"][0][0].isdigit() else ["bgp-2rack", "intrepid"]
+        for machine in machines:
+            build_reservation(request, build_machine(load_description(machine)), before, [],
+                              user_exists=lambda user: True)
+
+
 def test_a_cyclic_reservation_rolls_to_its_next_period_with_a_new_res_id() -> None:
     res = Reservation("weekly", start=100, duration=10, places=("0",), cycle=50, res_id=7)
     assert list(res.periods(0, count=3)) == [(100, 110), (150, 160), (200, 210)]
     assert list(res.periods(155, count=2)) == [(150, 160), (200, 210)]
     assert not res.is_over(10_000)
-    rolled, skipped = res.rolled(165)
-    assert (rolled.start, rolled.res_id, skipped) == (200, 8, 2)
-    assert res.rolled(105) == (res, 0)
+    rolled, skipped = res.rolled(165, 12)
+    assert (rolled.start, rolled.res_id, skipped) == (200, 12, 2)
+    assert res.rolled(105, 12) == (res, 0)
     once = Reservation("once", start=100, duration=10, places=("0",))
     assert once.is_over(110) and not once.is_over(109)
 

@@ -87,6 +87,9 @@ def test_admin_makes_lists_and_releases_a_reservation(instance: Instance,
     assert row[5:7] == [time.strftime(TIME_FORMAT, time.localtime(
         time.mktime(time.strptime(FUTURE, "%Y_%m_%d-%H:%M")) + 7200)), "-"]
     assert row[11] == "ops" and row[12].isdigit() and row[13] == "-"
+    # R.maint runs only inside the reservation: nodelist does not offer it on every node.
+    assert {cells(line)[1] for line in run(instance, "nodelist").stdout.splitlines()[2:]} == {
+        "default"}
 
     # A plain user may look, not change.
     for name, args in (("setres", ["-n", "mine", "-s", FUTURE, "-d", "10", "2"]),
@@ -101,6 +104,9 @@ def test_admin_makes_lists_and_releases_a_reservation(instance: Instance,
     assert (released.returncode, released.stdout) == (
         0, "Reservation subset matched\nReleased reservation 'maint' for partitions: 0:1\n")
     assert showres(instance) == []
+    # Released, R.maint is dead: its jobs run nowhere, nodelist names no node for it.
+    assert {cells(line)[1] for line in run(instance, "nodelist").stdout.splitlines()[2:]} == {
+        "default"}
     again = run(instance, "releaseres", "maint")
     assert (again.returncode, again.stderr) == (1, "releaseres: No Reservations matched\n")
     assert [r for r in accounting(instance) if r[1] == "maint"] == [("Y", "maint"),

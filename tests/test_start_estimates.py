@@ -551,6 +551,16 @@ def test_showstart_refuses_what_it_cannot_estimate(instance: Instance) -> None:
     assert shown.stderr.startswith(f"showstart: job {held} has no start estimate (it is "
                                    "user_hold")
     instance.command("qdel", str(held))
+    # A reservation's job longer than the reservation never starts: the message says why.
+    assert instance.command("setres", "-n", "short", "-s", "now", "-d", "5", "-p", "0"
+                            ).returncode == 0
+    too_long = instance.qsub("-q", "R.short", "-n", "1", "-t", "10", "/bin/true")
+    time.sleep(1.5)
+    shown = instance.command("showstart", str(too_long))
+    assert shown.returncode == 1
+    assert "a reservation's job longer than what is left of the reservation" in shown.stderr
+    instance.command("qdel", str(too_long))
+    instance.command("releaseres", "short")
 
 
 def test_live_conservative_on_blue_gene_backfills_and_estimates_the_starts() -> None:

@@ -21,7 +21,7 @@ from cobaltlite.commands.common import (
     print_lines,
     run_command,
 )
-from cobaltlite.commands.nodelist import node_table
+from cobaltlite.commands.nodelist import node_table, require_nodes
 from cobaltlite.commands.places import administer, places_with_queues, queue_names
 
 PROG = "nodeadm"
@@ -64,6 +64,8 @@ def _run(args: Any) -> int:
         return 0
     if not args.nodes:
         raise CommandError("At least one node must be supplied")
+    # Said before the change, which on blocks would only name an unknown block.
+    require_nodes(places_with_queues(), "partadm administers them (--disable, --enable, --queue)")
     if args.queue is not None:
         return administer("queue", args.nodes, queue_names(args.queue, "--queue"), args.force)
     return administer(args.action, args.nodes, done="down" if args.action == "disable" else "up")

@@ -24,10 +24,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                        lambda: node_table(places_with_queues()))
 
 
+def require_nodes(rows: Sequence[dict[str, Any]], instead: str) -> None:
+    """CommandError, saying what to use `instead`, when `rows` are blocks (Blue Gene/P)."""
+    if any(not str(r["name"]).isdigit() for r in rows):
+        raise CommandError(f"this machine has blocks, not nodes: {instead}")
+
+
 def node_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The nodes in number order; CommandError on a machine of blocks."""
-    if any(not str(r["name"]).isdigit() for r in rows):
-        raise CommandError("this machine has blocks, not nodes: partlist lists them")
+    require_nodes(rows, "partlist lists them")
     rows = sorted(rows, key=lambda r: int(r["name"]))
     return format_table(["Host", "Queue", "State", "Job"],
                         [[r["name"], r["queue"], r["state"],

@@ -10,6 +10,7 @@ import Pyro5.errors
 
 from cobaltlite.commands.common import CommandError, connect_queue_manager, connect_system
 from cobaltlite.config import instance_paths
+from cobaltlite.reservations.model import queue_name
 from cobaltlite.rpc.client import connect
 
 DONE = {"add": "added", "delete": "deleted", "enable": "enabled", "disable": "disabled",
@@ -21,12 +22,16 @@ def places_with_queues() -> list[dict[str, Any]]:
     """The system's places (managed or not), each with `queue`: the queues that may run there.
 
     A place listing queues serves those; an open place serves every queue listed nowhere
-    (docs/administration.md). `?` when the queue manager cannot say which queues exist."""
+    (docs/administration.md), but for a reservation's queue (its jobs run only on the
+    reservation's places, as showres shows) and a dead queue (an ended reservation's, whose
+    jobs run nowhere). `?` when the queue manager cannot say which queues exist."""
     with connect_system() as system:
         rows = system.partitions()
     try:
         with connect_queue_manager() as qm:
-            names: list[str] | None = [q["name"] for q in qm.queues()]
+            reserved = {queue_name(r["name"], r["queue"]) for r in qm.reservations()}
+            names: list[str] | None = [q["name"] for q in qm.queues()
+                                       if q["state"] != "dead" and q["name"] not in reserved]
     except CommandError:  # the queue manager is down: the places are still worth seeing
         names = None
     mapped = {q for r in rows if r["managed"] for q in r["queues"]}

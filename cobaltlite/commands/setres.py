@@ -34,9 +34,9 @@ def build_parser(prog: str = PROG) -> CommandParser:
                     "inside it; no other job may use its places then.",
         epilog="Times: START is YYYY_MM_DD-HH:MM (local time) or now; DURATION and CYCLE are "
                "minutes, HH:MM or HH:MM:SS. Examples:\n"
-               "  setres -n maint -s 2026_12_01-08:00 -d 04:00:00 -p R00-M0:R00-M1\n"
+               "  setres -n maint -s 2026_12_01-08:00 -d 04:00 -p ANL-R00-M0-512:ANL-R00-M1-512\n"
                "  setres -n dedicated -s now -d 120 -u alice:bob 0-15\n"
-               "  setres -n weekly -s 2026_12_07-06:00 -d 02:00 -c 168:00:00 R01\n"
+               "  setres -n weekly -s 2026_12_07-06:00 -d 02:00 -c 168:00:00 ANL-R01-1024\n"
                "  setres -m -n maint -d 06:00:00          (change a reservation)\n"
                "  setres -m -D -n weekly                  (skip a cyclic one's next period)\n"
                "Exit status: 0 done, 1 refused (not an admin, unknown place or user, a start "

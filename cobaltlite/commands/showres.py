@@ -22,6 +22,7 @@ from cobaltlite.commands.common import (
     print_lines,
     run_command,
 )
+from cobaltlite.reservations.model import queue_name
 
 PROG = "showres"
 TIME_FORMAT = "%a %b %d %H:%M:%S %Y"
@@ -62,7 +63,7 @@ def table(rows: Sequence[dict[str, Any]], now: float, long: bool = False,
     lines = []
     for res in rows:
         start, duration = res["start"], res["duration"]
-        cells = [res["name"], res["queue"] or f"R.{res['name']}",
+        cells = [res["name"], queue_name(res["name"], res["queue"]),
                  "*" if res["users"] is None else ":".join(res["users"]),
                  time.strftime(TIME_FORMAT, time.localtime(start)), _hhmm(duration)]
         if long:

@@ -35,7 +35,8 @@ def build_parser() -> CommandParser:
                     "requested wall time and no new submissions (the Est_Start_Time of "
                     "qstat -f).",
         epilog="Exit status: 0 an estimate or a start time printed; 1 no such job, or no "
-               "estimate for it (held, in a stopped queue, finished, or not yet estimated); "
+               "estimate for it (held, in a stopped queue, finished, never starting, or not yet "
+               "estimated); "
                "2 bad command line.")
     add_help_option(parser)
     parser.add_argument("jobid", help="the job's id")
@@ -69,8 +70,10 @@ def describe(job: dict[str, Any], now: float) -> list[str]:
         return lines
     if job["est_start"] is None:
         raise CommandError(f"job {jobid} has no start estimate (it is {job['display_state']}: "
-                           "held jobs, jobs of stopped queues and finished jobs have none; a "
-                           "new job gets one after the next scheduling pass)")
+                           "held jobs, jobs of stopped queues, finished jobs and jobs that never "
+                           "start, such as a reservation's job longer than what is left of the "
+                           "reservation (showres), have none; a new job gets one after the next "
+                           "scheduling pass)")
     start = max(float(job["est_start"]), now)
     lines.append(f"Estimated start in {format_hms(start - now)} on {_when(start)}")
     lines.append(f"Estimated end in {format_hms(start + walltime - now)} on "

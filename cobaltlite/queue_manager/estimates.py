@@ -10,7 +10,8 @@ jobs of `QueueManager.runnable_jobs`, scored by their queues' policies at each v
 running jobs hold their places until start + requested wall time; no new arrivals; every job runs
 for its requested time; reservations (setres) hold their places over their periods, as the
 scheduler sees them; under a live queue layout the fork schedules by its partitions and pool,
-as the scheduler does (seed 002). Held jobs, and jobs of stopped queues, get none. Decisions in
+as the scheduler does (seed 002); the places an admin took out of scheduling (partadm, nodeadm)
+stay out. Held jobs, and jobs of stopped queues, get none. Decisions in
 docs/architecture.md, "Estimated start times". With a reservation booked, the queue is estimated
 once more without the reservations, which gives what they cost (`QueueManager.reservation_cost`,
 reservations/cost.py; the metrics monitor samples it).
@@ -23,6 +24,7 @@ from typing import Any
 import structlog
 
 from cobaltlite.jobs import states
+from cobaltlite.machine.bgp import BGPMachine
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.partitions import QueuePartitions
 from cobaltlite.machine.runtime import build_machine, set_out_of_service
@@ -53,6 +55,8 @@ class StartEstimator:
         self._manager = manager
         self._system = system
         self._machine: Machine | None = None
+        self._unscheduled: set[str] = set()  # of the places set on self._machine
+        self._inactive: set[str] = set()
         self.last_error: str | None = None
         self._worker: NewestOnly[_Request] = NewestOnly("start estimates",
                                                         self._estimate_and_keep)
@@ -144,8 +148,21 @@ class StartEstimator:
                                         without)
 
     def _what_if_machine(self, failed: list[str]) -> Machine:
-        """An empty model of the machine with `failed` out of service (built once)."""
+        """An empty model of the machine (built once) with `failed` out of service and the
+        places an admin disabled, deleted or deactivated (partadm, nodeadm) unusable, as the
+        scheduler's replica has them: else a job only such a place fits is estimated to start
+        at once, pass after pass."""
         if self._machine is None:
             self._machine = build_machine(description_from_wire(self._system.description()))
-        set_out_of_service(self._machine, failed)
-        return self._machine
+        machine = self._machine
+        set_out_of_service(machine, failed)
+        admin = self._system.admin_state()
+        unscheduled, inactive = set(admin["unscheduled"]), set(admin["inactive"])
+        for name in self._unscheduled.symmetric_difference(unscheduled):
+            machine.set_scheduled(name, name not in unscheduled)
+        self._unscheduled = unscheduled
+        if isinstance(machine, BGPMachine):
+            for name in self._inactive.symmetric_difference(inactive):
+                machine.set_usable(name, name not in inactive)
+            self._inactive = inactive
+        return machine

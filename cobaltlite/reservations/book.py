@@ -76,11 +76,11 @@ class ReservationBook:
             try:
                 res, overlaps = build_reservation(request, self._machine_model(), now,
                                                   self._all())
+                self._check_queue(res)
             except ReservationError as exc:
                 self._write(now, "U", str(request.get("name", "?")),
                             {"requester": requester, "reason": str(exc)})
                 raise
-            self._check_queue(res)
             rid = self._store.next_reservation_id()
             res = replace(res, res_id=rid, cycle_id=rid if res.cycle else 0,
                           created_by=requester)
@@ -196,7 +196,7 @@ class ReservationBook:
             if current.end <= now:
                 self._write(current.end, "F", current, {})
                 if current.cycle:
-                    current, _ = current.rolled(now)
+                    current, _ = current.rolled(now, self._store.next_reservation_id())
                 else:
                     self._write(now, "K", current, {})
                     gone.append(current.name)

@@ -34,6 +34,12 @@ class ReservationError(InputError):
     """A reservation request that cannot be honoured; the message says what and why."""
 
 
+def queue_name(name: str, queue: str) -> str:
+    """The queue of reservation `name`: the existing queue given with -q, else its own
+    R.<name> (also for showres and partlist, which see the reservation as a row)."""
+    return queue or f"R.{name}"
+
+
 @dataclass(frozen=True, slots=True)
 class Window:
     """What the scheduler sees of a reservation for one pass: `places` are held over
@@ -82,7 +88,7 @@ class Reservation:
 
     @property
     def queue_name(self) -> str:
-        return self.queue or f"R.{self.name}"
+        return queue_name(self.name, self.queue)
 
     @property
     def owns_queue(self) -> bool:
@@ -107,14 +113,16 @@ class Reservation:
                 yield start, start + self.duration
             start += self.cycle
 
-    def rolled(self, now: float) -> tuple[Reservation, int]:
+    def rolled(self, now: float, res_id: int) -> tuple[Reservation, int]:
         """A cyclic reservation moved to its first period that ends after `now`, and how many
-        periods were skipped (0: unchanged). Each new period is a new res_id (Cobalt)."""
+        periods were skipped (0: unchanged). Each new period is a new res_id (Cobalt): `res_id`,
+        drawn by the caller from the counter that numbers every reservation, so that no two
+        reservations' records share an id."""
         if not self.cycle or self.end > now:
             return self, 0
         skipped = int((now - self.end) // self.cycle) + 1
         return replace(self, start=self.start + skipped * self.cycle,
-                       res_id=self.res_id + 1, began=False), skipped
+                       res_id=res_id, began=False), skipped
 
     def windows(self, since: float, machine: Machine) -> list[Window]:
         """The periods ending after `since`, as the scheduler books them."""
@@ -203,7 +211,8 @@ def format_duration(seconds: float) -> str:
 
 
 def split_list(text: str | Sequence[str] | None) -> list[str]:
-    """Cobalt's ':'-separated lists (`-p R00-M0:R00-M1`, `-u alice:bob`); lists pass through."""
+    """Cobalt's ':'-separated lists (`-p ANL-R00-M0-512:ANL-R00-M1-512`, `-u alice:bob`); lists
+    pass through."""
     if text is None:
         return []
     if isinstance(text, int | float):  # a YAML file's bare node number

@@ -6,7 +6,7 @@ YAML (a list under `reservations:`, keys as setres's long options)::
       - name: maint
         start: 2009_01_06-08:00      # UTC, as the replayed traces; or epoch seconds
         duration: "08:00:00"
-        places: [ANL-R00-R47-32768]  # or "R00-M0:R00-M1"; flat machines: nodes, "0-63"
+        places: [ANL-R00-R47-32768]  # or "ANL-R00-M0-512:ANL-R00-M1-512"; flat: "0-63"
         cycle: "168:00:00"           # optional: every week
         users: [alice]               # optional: default every user
 

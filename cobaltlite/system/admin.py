@@ -36,6 +36,12 @@ BLOCK_ONLY = ("add", "delete", "activate", "deactivate")
 """Actions for Blue Gene/P blocks only: a flat node is brought down and up instead."""
 QUEUE_ACTIONS = ("queue", "appq", "rmq")
 ACTIONS = (*BLOCK_ONLY, "enable", "disable", *QUEUE_ACTIONS)
+OPTIONS = {"add": "partadm -a", "delete": "partadm -d", "activate": "partadm --activate",
+           "deactivate": "partadm --deactivate", "enable": "partadm --enable, nodeadm --up",
+           "disable": "partadm --disable, nodeadm --down",
+           "queue": "partadm --queue, nodeadm --queue", "appq": "partadm --appq",
+           "rmq": "partadm --rmq"}
+"""The command options that ask for each action: what a refusal names, in the user's words."""
 CHECKED_WITH_QUEUES = (*QUEUE_ACTIONS, "delete")
 """Actions that can leave a queue without a place: they need the queue manager's waiting jobs."""
 

@@ -16,7 +16,7 @@ import Pyro5.api
 
 from cobaltlite.machine.wire import description_to_wire
 from cobaltlite.rpc.transport import caller_credentials, uid_is_admin
-from cobaltlite.system.admin import ACTIONS
+from cobaltlite.system.admin import ACTIONS, OPTIONS
 from cobaltlite.system.forecast import ForecastError
 from cobaltlite.system.service import SystemService
 
@@ -44,6 +44,9 @@ class SystemAPI:
 
     def machine_state(self, known_forecast: int) -> dict[str, Any]:
         return self._service.machine_state(known_forecast)
+
+    def admin_state(self) -> dict[str, list[str]]:
+        return self._service.admin_state()
 
     def partitions(self) -> list[dict[str, Any]]:
         return self._service.partitions()
@@ -116,7 +119,7 @@ class SystemControlAPI:
         """partadm's and nodeadm's changes (cobaltlite.system.admin); admin only."""
         if not isinstance(action, str) or action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}")
-        by = self._require_admin(f"{action} (partadm, nodeadm)")
+        by = self._require_admin(OPTIONS[action])
         if not isinstance(queues, list) or not all(isinstance(q, str) and q for q in queues):
             raise ValueError("give queue names as a list of names")
         if not isinstance(force, bool):

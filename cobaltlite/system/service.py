@@ -175,10 +175,20 @@ class SystemService:
             return {"allocations": self.allocations(),
                     "failed": self.machine.failed_components(),
                     "forecast": self.forecast.wire(known_forecast),
-                    "unscheduled": sorted(self.places.state.deleted | self.places.state.disabled),
-                    "inactive": sorted(self.places.state.inactive),
+                    **self._admin_state(),
                     "queue_places": self.places.place_map,
                     "queue_partitions": self.layout.wire}
+
+    def admin_state(self) -> dict[str, list[str]]:
+        """The places an admin took out of scheduling: `unscheduled` (deleted or disabled) and
+        `inactive` (deactivated), as a replica of the machine needs them."""
+        with self._lock:
+            return self._admin_state()
+
+    def _admin_state(self) -> dict[str, list[str]]:
+        admin = self.places.state
+        return {"unscheduled": sorted(admin.deleted | admin.disabled),
+                "inactive": sorted(admin.inactive)}
 
     def partitions(self) -> list[dict[str, Any]]:
         """The machine's block states, each held place shown in its job's phase, with the
