@@ -75,6 +75,10 @@ MAINTENANCE = Reservation("maint", start=30, duration=40, places=tuple(map(str, 
 @example(jobs=[(20, 1, 25, False), (15, 4, 23, False), (7, 4, 30, False), (9, 1, 27, False),
                (17, 2, 12, False), (20, 5, 8, False), (10, 7, 33, False), (6, 5, 19, False)],
          policy="wfp3", backfill=Backfill.SLACK, window=1, maintenance=False)
+# The window pass started job 3 and left job 4 (no backfill), which a pass at the same instant
+# takes into its window and starts: the fork estimated {4: 0}, the replay started it at 1.
+@example(jobs=[(0, 1, 1, False), (0, 4, 1, True), (0, 1, 1, False), (0, 1, 1, False)],
+         policy="fcfs", backfill=Backfill.NONE, window=2, maintenance=False)
 def test_qsim_estimates_equal_the_starts_when_nothing_new_arrives(
         jobs: list[tuple[int, int, int, bool]], policy: str, backfill: Backfill,
         window: int, maintenance: bool) -> None:

@@ -50,7 +50,9 @@ try every order of the window, placing each job greedily (start now on its lowes
 that delays no earlier reservation of that order, else reserve its earliest place); keep the
 order whose last window job ends first (ties: the earlier order tried, rank order first); start
 and reserve the window in that order; then backfill the rest: EASY protects the window's
-reservations, conservative protects every reservation. W = 1 takes the path above, unchanged.
+reservations, conservative protects every reservation. While this step starts a job, it runs
+again on the jobs left (a started window job frees a slot: a pass at the same instant would
+fill it). W = 1 takes the path above, unchanged.
 """
 
 from __future__ import annotations
@@ -212,23 +214,14 @@ class Scheduler:
             self._by_partition().run(jobs, ranked is not None, partitions, machine, now,
                                      report, windows)
             return report
-        booked: Planner | None = None
-        if windows:
-            booked = machine.planner(now)
-            # A period starting after every job's wall time from now changes no start now;
-            # later passes book it when it comes closer.
-            horizon = now + max((job.wall_time for job in jobs), default=0.0)
-            for w in windows:
-                if w.start < horizon:
-                    booked.book(w.places, w.start, w.end, w.block_passthrough)
-
+        booked = _booked_planner(machine, now, jobs, windows) if windows else None
         top_index = self._start_in_order(jobs, machine, now, report, booked)
         if top_index is None or not machine.has_free_capacity():
             if report.started and self.last_reservations is not None:
                 self.last_reservations.forget()  # it did not plan around these starts
             return report  # everyone started, or nothing else can start at this instant
         if self.window > 1:
-            self._place_window(jobs[top_index:], machine, now, report, booked)
+            self._place_windows(jobs[top_index:], machine, now, report, booked, windows)
             return report
         top = jobs[top_index]
         cut = top_index + 1  # ranks are sorted: the candidates are jobs[top_index + 1 : cut]
@@ -462,6 +455,30 @@ class Scheduler:
             return i
         return None
 
+    def _place_windows(
+        self, ranked: list[SchedulableJob], machine: Machine, now: float, report: PassReport,
+        booked: Planner | None, windows: Sequence[Window],
+    ) -> None:
+        """The window step from the top job (`ranked[0]`) on, again on the jobs left while a
+        round starts one: a window job that starts frees its slot for the next placeable job,
+        which the round left to backfilling (to none without it), so a pass at the same
+        instant would take that job into its window and might start it. A Qsim replay passes
+        only at events and a start estimate's fork begins with a pass: both must see the same
+        starts. The top job stays on top: it had no place now, and starts only take places.
+        The report keeps every round's starts and the last round's reservations."""
+        reserved, drain = len(report.reserved), report.drain
+        while True:
+            before = len(report.started)
+            self._place_window(ranked, machine, now, report, booked)
+            if len(report.started) == before or not machine.has_free_capacity():
+                return
+            begun = {jobid for jobid, _ in report.started[before:]}
+            ranked = [job for job in ranked if job.jobid not in begun]
+            del report.reserved[reserved:]
+            report.drain = drain
+            # The round's reservations are on its planner: the next round plans afresh.
+            booked = _booked_planner(machine, now, ranked, windows) if windows else None
+
     def _place_window(
         self, ranked: list[SchedulableJob], machine: Machine, now: float, report: PassReport,
         booked: Planner | None = None,
@@ -690,6 +707,20 @@ class Scheduler:
             return False
         report.started.append((job.jobid, location))
         return True
+
+
+def _booked_planner(machine: Machine, now: float, jobs: list[SchedulableJob],
+                    windows: Sequence[Window]) -> Planner:
+    """A planner of `machine` from `now` with the reservation periods that may bear on
+    starting `jobs` now booked."""
+    booked = machine.planner(now)
+    # A period starting after every job's wall time from now changes no start now; later
+    # passes book it when it comes closer.
+    horizon = now + max((job.wall_time for job in jobs), default=0.0)
+    for w in windows:
+        if w.start < horizon:
+            booked.book(w.places, w.start, w.end, w.block_passthrough)
+    return booked
 
 
 def _planned_end(
