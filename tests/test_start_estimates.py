@@ -19,9 +19,9 @@ from test_scheduler_properties import BGP_BLOCKS, BGP_SIZES, bgp_machine
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.model import Machine
 from cobaltlite.machine.runtime import build_machine
-from cobaltlite.policy.utility import builtin_policy
+from cobaltlite.policy.utility import ARRAY_FUNCTIONS, PassInputs, builtin_policy
 from cobaltlite.qsim.engine import JobOutcome, Qsim, SimJob
-from cobaltlite.qsim.fork import estimate_start_times
+from cobaltlite.qsim.fork import WaitingColumns, estimate_start_times
 from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill
 from cobaltlite.traces.intrepid_list import read_intrepid_list
@@ -166,6 +166,65 @@ def test_passes_seeing_only_the_jobs_that_matter_estimate_as_passes_seeing_all(
                       "mapped" if mapped else "default", queue_priority=priority)
                for i, (size, wall, age, mapped, priority) in enumerate(queued)]
     _assert_pruned_equals_full(machine, now, ending, waiting, policy, backfill, spec)
+
+
+@settings(max_examples=200, deadline=None)
+@given(function=st.sampled_from(sorted(ARRAY_FUNCTIONS, key=lambda f: f.__name__)),
+       queued=st.floats(0.0, 1e7), wall=st.floats(1.0, 1e6), size=st.integers(1, 163840),
+       n_s=st.sampled_from([1, 64, 512]), longest=st.floats(0.0, 1e7),
+       walls=st.tuples(st.floats(1.0, 1e6), st.floats(1.0, 1e6)))
+def test_the_array_functions_score_as_the_builtins_well_inside_the_band(
+        function: Callable[..., float], queued: float, wall: float, size: int, n_s: int,
+        longest: float, walls: tuple[float, float]) -> None:
+    """Each builtin's function on arrays (the estimates' ranking, qsim/fork.py) gives a job's
+    score to a few units in the last place, far inside the band within which the estimate
+    scores near ties again exactly."""
+    import inspect
+
+    import numpy as np
+
+    inputs = {"queued_time": queued, "wall_time": wall, "size": size, "n_s": n_s,
+              "max_queued_time": max(queued, longest), "max_wall_time": max(wall, *walls),
+              "min_wall_time": min(wall, *walls)}
+    names = inspect.signature(function).parameters
+    args = {name: inputs[name] for name in names if name in inputs}
+    exact = function(**args)
+    on_arrays = ARRAY_FUNCTIONS[function](**{
+        name: np.array([value]) if name in ("queued_time", "wall_time", "size") else value
+        for name, value in args.items()})
+    assert abs(float(np.asarray(on_arrays).ravel()[0]) - exact) <= 1e-13 * abs(exact)
+
+
+@settings(max_examples=60, deadline=None)
+@given(jobs=st.lists(st.tuples(st.integers(1, 4), st.sampled_from([10.0, 20.0, 30.0, 45.0]),
+                               st.sampled_from([0.0, 10.0, 20.0, 50.0])),
+                     min_size=1, max_size=20),
+       starts=st.lists(st.integers(0, 19), max_size=20))
+def test_the_queue_statistics_kept_between_starts_are_those_of_the_jobs_not_started(
+        jobs: list[tuple[int, float, float]], starts: list[int]) -> None:
+    """`balanced`'s queue statistics, kept by the estimate's ranking until a job holding one
+    starts, give every pass the scores computed from the jobs not yet started (ties on the
+    earliest submission and on the longest and shortest wall times included)."""
+    machine = _MACHINES["fig1+"]
+    policy = builtin_policy("balanced")
+    waiting = [SimJob(i + 1, size * machine.min_block_size, wall, wall, submit, "u", "p",
+                      "default") for i, (size, wall, submit) in enumerate(jobs)]
+    kept = WaitingColumns(waiting, machine, policy, fixed=False, reserving=True)
+    begun: list[int] = []
+    for now, k in enumerate(starts, start=100):
+        jobid = waiting[k % len(waiting)].jobid
+        if jobid in begun or len(begun) == len(waiting) - 1:
+            continue
+        kept.started(jobid)
+        begun.append(jobid)
+        afresh = WaitingColumns(waiting, machine, policy, fixed=False, reserving=True)
+        for started in begun:
+            afresh.started(started)
+        inputs = [PassInputs(now=0.0, machine_size=machine.total_nodes,
+                             n_s=machine.min_block_size) for _ in range(2)]
+        assert (kept._scores(float(now), inputs[0]).tolist()
+                == afresh._scores(float(now), inputs[1]).tolist())
+        assert inputs[0] == inputs[1]
 
 
 @settings(max_examples=60, deadline=None)

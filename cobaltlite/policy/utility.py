@@ -306,6 +306,12 @@ def _wfp3_on_arrays(queued_time, wall_time, size):
     return ratio * ratio * ratio * size
 
 
+def _fat_on_arrays(queued_time, wall_time, size, n_s):
+    """`fat` on numpy arrays, cubed by two products (numpy's power of 3 is a slow pow)."""
+    share = size / n_s
+    return (queued_time / wall_time) * (share * share * share)
+
+
 def _unicef_on_arrays(queued_time, wall_time, size):
     """`unicef` on numpy arrays of its inputs (math.log2 and max take one number)."""
     import numpy as np
@@ -314,7 +320,7 @@ def _unicef_on_arrays(queued_time, wall_time, size):
 
 
 ARRAY_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
-    fat: fat, wfp1: wfp1, wfp3: _wfp3_on_arrays, fcsj: fcsj, unicef: _unicef_on_arrays,
+    fat: _fat_on_arrays, wfp1: wfp1, wfp3: _wfp3_on_arrays, fcsj: fcsj, unicef: _unicef_on_arrays,
     balanced: balanced}
 """Builtins -> a function that, called with numpy arrays of their numeric job inputs (the pass
 inputs, `balanced`'s queue statistics included, as numbers), scores a whole

@@ -225,6 +225,9 @@ class WaitingColumns:
         self._columns = {} if fixed else {
             name: np.array([getattr(job, name) for job in self._jobs])
             for name in policy.parameters if name in JOB_INPUTS and name != "queued_time"}
+        self._queue_stats: tuple[float, float, float] | None = None
+        """For a policy reading queue statistics: the earliest submission and the longest and
+        shortest wall times of the jobs not started, kept until a job holding one starts."""
         self._order = np.flatnonzero(self._waiting)
         """Scored: the waiting jobs (positions) in the last pass's order by array score."""
         self._exact = policy.scores_per_user
@@ -245,6 +248,10 @@ class WaitingColumns:
     def started(self, jobid: int) -> None:
         i = self._index[jobid]
         self._waiting[i] = self._queued[i] = False
+        stats = self._queue_stats
+        if stats is not None and (self._submit[i] == stats[0]
+                                  or self._columns["wall_time"][i] in stats[1:]):
+            self._queue_stats = None  # it may have been the one they came from
 
     def ranked_that_matter(self, idle: int, now: float, inputs: PassInputs) -> list[SimJob]:
         """The jobs a pass at `now` with `idle` idle nodes must see, in rank order; [] when no
@@ -285,7 +292,7 @@ class WaitingColumns:
                     best = self._index[best_job.jobid]
                     first = next(k for k in contenders if order[k] == best)
                 fits[first] = True
-        return self._in_exact_order(order[fits], close[fits], now, inputs)
+        return self._in_exact_order(order[fits], close[fits], None, now, inputs)
 
     def _by_array_score(self, scores: Any) -> Any:
         """The waiting jobs' positions by array score, highest first. The sort starts from the
@@ -315,22 +322,24 @@ class WaitingColumns:
         if self._exact:
             return self._objects[chosen[:last + 1]].tolist()
         close = scores[chosen]
-        apart = ~self._near_ties(close)
+        ties = self._near_ties(close)
         # Past the jobs whose array scores nearly tie with the last that fits: the exact
         # order may put any of them before it.
-        beyond = np.flatnonzero(apart[last:])
+        beyond = np.flatnonzero(~ties[last:])
         cut = last + 1 + (int(beyond[0]) if beyond.size else len(chosen) - 1 - last)
-        return self._in_exact_order(chosen[:cut], close[:cut], now, inputs)
+        return self._in_exact_order(chosen[:cut], close[:cut], ties[:cut - 1], now, inputs)
 
-    def _in_exact_order(self, chosen: Any, close: Any, now: float, inputs: PassInputs
-                        ) -> list[SimJob]:
+    def _in_exact_order(self, chosen: Any, close: Any, gaps: Any, now: float,
+                        inputs: PassInputs) -> list[SimJob]:
         """The jobs of the index array `chosen`, in order of their array scores `close`
-        (highest first), in the exact rank order: near ties scored again one by one."""
+        (highest first), in the exact rank order: near ties (`gaps`, `_near_ties` of `close`
+        when the caller has it, else None) scored again one by one."""
         np = self._np
         ranked: list[SimJob] = self._objects[chosen].tolist()
         if self._exact:
             return ranked
-        gaps = self._near_ties(close)
+        if gaps is None:
+            gaps = self._near_ties(close)
         if not gaps.any():
             return ranked
         # Near ties: score them exactly; every other pair is far enough apart to keep its
@@ -388,10 +397,14 @@ class WaitingColumns:
         if self._exact:
             return self._scores_per_user(inputs)
         if policy.needs_queue_stats:
-            queued = self._queued
-            walls = self._columns["wall_time"][queued]
-            inputs.max_queued_time = now - float(self._submit[queued].min())
-            inputs.max_wall_time, inputs.min_wall_time = walls.max().item(), walls.min().item()
+            stats = self._queue_stats
+            if stats is None:
+                queued = self._queued
+                walls = self._columns["wall_time"][queued]
+                stats = self._queue_stats = (float(self._submit[queued].min()),
+                                             walls.max().item(), walls.min().item())
+            submitted, inputs.max_wall_time, inputs.min_wall_time = stats
+            inputs.max_queued_time = now - submitted
         args = {name: (now - self._submit if name == "queued_time" else
                        self._columns[name] if name in self._columns else getattr(inputs, name))
                 for name in policy.parameters}

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import attrgetter
+from itertools import compress, count
+from operator import attrgetter, is_not
 
 from cobaltlite.machine.bgp import BGPMachine, BGPPlanner
 from cobaltlite.machine.flat import FlatMachine, FlatPlanner, returns, returns_in_order
@@ -245,10 +246,12 @@ class LastReservations:
         alone; the pass plans the jobs after them and `add`s each job it reserves."""
         same = 0
         if self._made_at > self._first_instant:
-            for kept, job, begins in zip(self.jobs, jobs, self.starts, strict=False):
-                if kept is not job or begins < now:
-                    break
-                same += 1
+            # The first job ranked otherwise, found in C: the prefix runs to hundreds of jobs.
+            kept = self.jobs
+            same = next(compress(count(), map(is_not, kept, jobs)), min(len(kept), len(jobs)))
+            starts = self.starts
+            if same and min(starts[:same]) < now:
+                same = next(k for k in range(same) if starts[k] < now)
         self._made_at = now
         planner = self._planner
         if planner is not None and same == len(self.jobs):  # it holds them, and jobs begun
