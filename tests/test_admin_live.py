@@ -251,10 +251,19 @@ def test_a_job_only_a_disabled_block_fits_gets_no_start_estimate(bgp: Instance) 
     """The estimates' replay keeps off the blocks an admin disabled, as the scheduler does:
     the 2048-node job was estimated to start at once, pass after pass, while it could not."""
     ok(bgp.command("partadm", "--disable", "ANL-R00-R01-2048"))
+    blocker = sleeper(bgp)  # on ANL-R00-M0-512
     big = bgp.qsub("-n", "2048", "-t", "10", "/bin/true")
-    time.sleep(3)  # passes, each with its estimate
+    # Submitted after the big job: one runs on ANL-R01-1024, the other waits for the blocker.
+    # Its estimate says a pass has estimated the big job too (else "no start estimate" would
+    # only say it was not estimated yet).
+    halves = [bgp.qsub("-n", "1024", "-t", "10", "/bin/sleep", "300") for _ in range(2)]
+    until(lambda: any(bgp.command("showstart", str(j)).returncode == 0 for j in halves
+                      if bgp.job(j)["state"] == "queued"), 15,
+          "a start estimate of a job submitted after the 2048-node one")
     assert bgp.job(big)["state"] == "queued"
     shown = bgp.command("showstart", str(big))
     assert shown.returncode == 1 and "has no start estimate" in shown.stderr, shown
     ok(bgp.command("partadm", "--enable", "ANL-R00-R01-2048"))
+    for jobid in (blocker, *halves):
+        bgp.command("qdel", str(jobid))
     assert bgp.wait_for(big, {"running", "done"})["location"] == "ANL-R00-R01-2048"

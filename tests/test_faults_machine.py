@@ -10,7 +10,7 @@ from cobaltlite.errors import MachineError
 from cobaltlite.machine.bgp import BGPMachine
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.description import FlatDescription
-from cobaltlite.machine.runtime import build_machine
+from cobaltlite.machine.runtime import AdminReplica, build_machine
 
 
 def states(machine: BGPMachine) -> dict[str, str]:
@@ -19,6 +19,21 @@ def states(machine: BGPMachine) -> dict[str, str]:
 
 def two_racks() -> BGPMachine:
     return BGPMachine(load_description("bgp-2rack"))
+
+
+def test_a_replica_places_no_job_where_an_admin_took_places_out_and_again_once_back() -> None:
+    """The scheduler's and the start estimates' replica (AdminReplica): a disabled block and a
+    deactivated one get no job, nor does a block sharing node cards with the deactivated one;
+    each state the system sends replaces the last, so a block enabled again takes jobs again."""
+    machine = two_racks()
+    admin = AdminReplica(machine)
+    admin.apply(["ANL-R00-1024"], ["ANL-R01-M0-512"])
+    assert machine.find_location(1024, 60, 0) is None  # R00 disabled, R01 shares M0's cards
+    assert machine.find_location(512, 60, 0) == "ANL-R00-M0-512"  # disabling spares relatives
+    admin.apply(["ANL-R00-1024"], [])
+    assert machine.find_location(1024, 60, 0) == "ANL-R01-1024"
+    admin.apply([], [])
+    assert machine.find_location(2048, 60, 0) == "ANL-R00-R01-2048"
 
 
 def test_a_failed_midplane_names_exactly_the_jobs_over_it_and_takes_its_blocks_out() -> None:

@@ -559,11 +559,15 @@ def test_showstart_refuses_what_it_cannot_estimate(instance: Instance) -> None:
     assert instance.command("setres", "-n", "short", "-s", "now", "-d", "5", "-p", "0"
                             ).returncode == 0
     too_long = instance.qsub("-q", "R.short", "-n", "1", "-t", "10", "/bin/true")
-    time.sleep(1.5)
+    # A whole-machine job behind the reservation: once it has an estimate, an estimate pass
+    # has seen the reservation's job too, and gave it none.
+    behind = instance.qsub("-n", "4", "-t", "5", "/bin/true")
+    until(lambda: instance.command("showstart", str(behind)).returncode == 0, 30,
+          "an estimate of the job behind the reservation")
     shown = instance.command("showstart", str(too_long))
     assert shown.returncode == 1
     assert "a reservation's job longer than what is left of the reservation" in shown.stderr
-    instance.command("qdel", str(too_long))
+    instance.command("qdel", str(too_long), str(behind))
     instance.command("releaseres", "short")
 
 

@@ -31,3 +31,27 @@ def set_out_of_service(machine: Machine, failed: Iterable[str]) -> None:
         machine.unfail(name)
     for name in failed - before:
         machine.fail(name)
+
+
+class AdminReplica:
+    """The places an admin took out of scheduling (partadm, nodeadm: `unscheduled`, disabled or
+    deleted; `inactive`, deactivated blocks), applied to a replica `machine` of the system's:
+    the scheduler's and the start estimates' (else a job only such a place fits is started, or
+    estimated to start, at once). Each `apply` changes only the places that changed since the
+    last, which it remembers."""
+
+    def __init__(self, machine: Machine) -> None:
+        self._machine = machine
+        self._unscheduled: set[str] = set()
+        self._inactive: set[str] = set()
+
+    def apply(self, unscheduled: Iterable[str], inactive: Iterable[str]) -> None:
+        """Make `unscheduled` and `inactive` exactly the places out of scheduling."""
+        machine, unscheduled, inactive = self._machine, set(unscheduled), set(inactive)
+        for name in self._unscheduled.symmetric_difference(unscheduled):
+            machine.set_scheduled(name, name not in unscheduled)
+        self._unscheduled = unscheduled
+        if isinstance(machine, BGPMachine):  # only blocks are deactivated
+            for name in self._inactive.symmetric_difference(inactive):
+                machine.set_usable(name, name not in inactive)
+            self._inactive = inactive

@@ -24,10 +24,9 @@ from typing import Any
 import structlog
 
 from cobaltlite.jobs import states
-from cobaltlite.machine.bgp import BGPMachine
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.partitions import QueuePartitions
-from cobaltlite.machine.runtime import build_machine, set_out_of_service
+from cobaltlite.machine.runtime import AdminReplica, build_machine, set_out_of_service
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.qsim.engine import SimJob
 from cobaltlite.qsim.fork import estimate_start_times
@@ -55,8 +54,7 @@ class StartEstimator:
         self._manager = manager
         self._system = system
         self._machine: Machine | None = None
-        self._unscheduled: set[str] = set()  # of the places set on self._machine
-        self._inactive: set[str] = set()
+        self._admin: AdminReplica | None = None  # of self._machine
         self.last_error: str | None = None
         self._worker: NewestOnly[_Request] = NewestOnly("start estimates",
                                                         self._estimate_and_keep)
@@ -154,15 +152,9 @@ class StartEstimator:
         at once, pass after pass."""
         if self._machine is None:
             self._machine = build_machine(description_from_wire(self._system.description()))
-        machine = self._machine
-        set_out_of_service(machine, failed)
+            self._admin = AdminReplica(self._machine)
+        assert self._admin is not None
+        set_out_of_service(self._machine, failed)
         admin = self._system.admin_state()
-        unscheduled, inactive = set(admin["unscheduled"]), set(admin["inactive"])
-        for name in self._unscheduled.symmetric_difference(unscheduled):
-            machine.set_scheduled(name, name not in unscheduled)
-        self._unscheduled = unscheduled
-        if isinstance(machine, BGPMachine):
-            for name in self._inactive.symmetric_difference(inactive):
-                machine.set_usable(name, name not in inactive)
-            self._inactive = inactive
-        return machine
+        self._admin.apply(admin["unscheduled"], admin["inactive"])
+        return self._machine

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cobaltlite.clock import Clock
-from cobaltlite.machine.bgp import BGPMachine
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.machine.partitions import QueuePartitions
-from cobaltlite.machine.runtime import build_machine, set_out_of_service
+from cobaltlite.machine.runtime import AdminReplica, build_machine, set_out_of_service
 from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.policy.utility import PassInputs, UtilityFunction, builtin_policy
 from cobaltlite.reservations.model import Window
@@ -58,8 +57,7 @@ class RemoteSite:
         self._queues: set[str] = set()  # of this pass's jobs
         self._partitions: QueuePartitions | None = None
         self._partitions_wire: dict[str, Any] | None = None
-        self._unscheduled: set[str] = set()
-        self._inactive: set[str] = set()
+        self._admin = AdminReplica(self._machine)
         self.balance_factor: float | None = None
         """Set by adaptive tuning (seed 000): rank by the balanced priority with this BF instead
         of the queues' scores; None: the queue manager's scores, as they come."""
@@ -68,7 +66,7 @@ class RemoteSite:
     def machine(self) -> Machine:
         state = self.system.machine_state(self._forecast_version)
         self._sync_failures(state["failed"], state["forecast"])
-        self._sync_admin(state["unscheduled"], state["inactive"])
+        self._admin.apply(state["unscheduled"], state["inactive"])
         self._place_map = state["queue_places"]
         wire = state.get("queue_partitions")
         if wire != self._partitions_wire:
@@ -110,18 +108,6 @@ class RemoteSite:
     def partitions_wire(self) -> dict[str, Any] | None:
         """`queue_partitions` as the system sent them (for the start estimates)."""
         return self._partitions_wire
-
-    def _sync_admin(self, unscheduled: list[str], inactive: list[str]) -> None:
-        """Places an admin disabled, deleted or deactivated get no job in the replica either."""
-        machine = self._machine
-        if set(unscheduled) != self._unscheduled:
-            for name in self._unscheduled.symmetric_difference(unscheduled):
-                machine.set_scheduled(name, name not in unscheduled)
-            self._unscheduled = set(unscheduled)
-        if set(inactive) != self._inactive and isinstance(machine, BGPMachine):
-            for name in self._inactive.symmetric_difference(inactive):
-                machine.set_usable(name, name not in inactive)
-            self._inactive = set(inactive)
 
     def _sync_failures(self, failed: list[str], forecast: dict[str, Any] | None) -> None:
         machine = self._machine
