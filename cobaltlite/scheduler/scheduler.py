@@ -474,6 +474,11 @@ class Scheduler:
                 return
             begun = {jobid for jobid, _ in report.started[before:]}
             ranked = [job for job in ranked if job.jobid not in begun]
+            # A job larger than the idle nodes cannot start now: if every job left is, the
+            # next round would start nothing (the top job, ranked[0], had no place now).
+            idle = machine.idle_nodes()
+            if all(job.size > idle for job in ranked[1:]):
+                return
             del report.reserved[reserved:]
             report.drain = drain
             # The round's reservations are on its planner: the next round plans afresh.
