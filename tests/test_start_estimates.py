@@ -349,18 +349,9 @@ def test_the_followed_plan_gives_every_start_of_the_forward_replay_on_blue_gene(
     for k in failed:
         machine.fail(components[k % len(components)])
     now = 1000.0
-    ending = []
     try:
-        for k, (size, left) in enumerate(running):
-            where = machine.find_location(sizes[size % len(sizes)], 60.0, now)
-            if where is None:
-                continue
-            machine.allocate(where, 1000 + k, 0.0)
-            ending.append(SimJob(1000 + k, sizes[size % len(sizes)], 60.0, 60.0, now - 100,
-                                 "u", "p", "default", start_time=now - 60 + left,
-                                 location=where))
-        for jobid in list(machine.held_by()):
-            machine.release(jobid)
+        ending = _running_jobs(machine, sizes, [(size, left, "u") for size, left in running],
+                               now)
         waiting = [SimJob(i + 1, sizes[size % len(sizes)] - 1, float(wall), float(wall),
                           now - 10 * age, "u", "p", "mapped" if in_mapped else "default",
                           queue_priority=priority)
@@ -426,18 +417,9 @@ def test_conservative_passes_holding_the_last_plan_again_estimate_as_planning_af
     for k in failed:
         machine.fail(components[k % len(components)])
     now = 1000.0
-    ending = []
     try:
-        for k, (size, left, user) in enumerate(running):
-            where = machine.find_location(sizes[size % len(sizes)], 60.0, now)
-            if where is None:
-                continue
-            machine.allocate(where, 1000 + k, 0.0)
-            ending.append(SimJob(1000 + k, sizes[size % len(sizes)], 60.0, 60.0, now - 100,
-                                 f"u{user}", "p", "default", start_time=now - 60 + left,
-                                 location=where))
-        for jobid in list(machine.held_by()):
-            machine.release(jobid)
+        ending = _running_jobs(machine, sizes,
+                               [(size, left, f"u{user}") for size, left, user in running], now)
         waiting = [SimJob(i + 1, max(sizes[size % len(sizes)] - 1, 1), float(wall), float(wall),
                           now - 10 * age, f"u{user}", "p", "mapped" if in_mapped else "default")
                    for i, (size, wall, age, user, in_mapped) in enumerate(queued)]
@@ -453,6 +435,25 @@ def test_conservative_passes_holding_the_last_plan_again_estimate_as_planning_af
     finally:
         for component in machine.failed_components():
             machine.unfail(component)
+
+
+
+def _running_jobs(machine: Machine, sizes: list[int], running: list[tuple[int, int, str]],
+                  now: float) -> list[SimJob]:
+    """The 60-second jobs of `running` (size index, seconds from `now` to its end, negative when
+    overdue, user) that find a place on `machine`, placed in order; `machine` is left empty, as
+    the fork places them itself."""
+    ending = []
+    for k, (size, left, user) in enumerate(running):
+        where = machine.find_location(sizes[size % len(sizes)], 60.0, now)
+        if where is None:
+            continue
+        machine.allocate(where, 1000 + k, 0.0)
+        ending.append(SimJob(1000 + k, sizes[size % len(sizes)], 60.0, 60.0, now - 100, user,
+                             "p", "default", start_time=now - 60 + left, location=where))
+    for jobid in list(machine.held_by()):
+        machine.release(jobid)
+    return ending
 
 
 @settings(max_examples=40, deadline=None)
