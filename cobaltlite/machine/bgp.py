@@ -595,8 +595,7 @@ class BGPPlanner:
         best_t = tail[best_i]
         for i in [i for i in members if roomy[i] >= duration]:
             pieces = busy[i]
-            if pieces is None:
-                continue  # no gap holds it: it starts at its tail
+            assert pieces is not None  # a bound above 0 is only ever set by a piece's gap
             t = free_at[i]
             if t > best_t or (t == best_t and i > best_i):
                 continue  # it can only start later, or as late and lose the tie on its index
