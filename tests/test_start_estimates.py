@@ -399,6 +399,12 @@ def test_the_followed_plan_gives_every_start_of_the_forward_replay_on_blue_gene(
 @example(spec="intrepid", policy="wfp3", failed=[0, 8], mapped=False,
          running=[(4, 0, 0), (6, 1, 0)],
          queued=[(0, 1, 0, 0, False)] * 19 + [(3, 1, 1, 0, False), (5, 1, 1, 0, False)])
+# A job ranked first whose reservation began started ahead of the top job on a cheaper block
+# than the one it had reserved: the plan is dropped (`LastReservations.take_off`).
+@example(spec="intrepid", policy="wfp3", failed=[0], mapped=False, running=[],
+         queued=[(0, 1, 0, 0, False)] * 11 + [
+             (3, 5, 1, 0, False), (4, 1, 1, 0, False), (4, 1, 1, 0, False), (4, 5, 0, 0, False),
+             (5, 1, 0, 0, False), (6, 1, 1, 0, False)])
 def test_conservative_passes_holding_the_last_plan_again_estimate_as_planning_afresh(
         spec: str, policy: str, failed: list[int], mapped: bool,
         running: list[tuple[int, int, int]], queued: list[tuple[int, int, int, int, bool]]

@@ -205,9 +205,12 @@ class LastReservations:
     starts no later job either: places only go), and the jobs it reserves are added, each
     reserved with the same guarantee for the next pass.
 
-    A job started ahead of the top job (its block was not held at t1) leaves nothing to take
-    up, and a pass that starts jobs but plans nothing (they filled the machine) calls
-    `forget`. tests/test_start_estimates.py compares estimates with and without this.
+    The jobs a pass starts ahead of its top job (`take_off`) go by the same argument: when
+    they are the plan's first jobs, in order, each started on its reserved block at its
+    reserved start (now), they hold what their reservations held and the plan stands past
+    them, whether the pass then plans (`resume`) or they filled the machine; any other start
+    ahead of the top job took no reservation into account, and nothing of the plan is kept.
+    tests/test_start_estimates.py compares estimates with and without this.
     """
 
     def __init__(self, machine: BGPMachine, first_instant: float) -> None:
@@ -229,23 +232,36 @@ class LastReservations:
         self.starts.append(start)
         self.wheres.append(where)
 
-    def forget(self) -> None:
-        """A pass started jobs without planning (they filled the machine): its starts took
-        no reservation into account, so none may be taken up."""
-        del self.jobs[:], self.starts[:], self.wheres[:]
-        self._planner = None
+    def take_off(self, now: float, begun: Sequence[tuple[int, str]]) -> bool:
+        """The pass at `now` started the jobs `begun` ((jobid, block), in order) ahead of its
+        top job: when they are the plan's first jobs, each on its reserved block with its
+        reservation beginning now, they leave the plan and the rest stands (they hold what
+        their reservations held; the planner keeps those reservations, as of the jobs begun
+        in `_start_due`); else the plan is dropped. Return whether it stands."""
+        ahead = len(begun)
+        if ahead:
+            jobs, starts, wheres = self.jobs, self.starts, self.wheres
+            if ahead > len(jobs) or any(
+                    jobs[k].jobid != jobid or starts[k] != now or wheres[k] != where
+                    for k, (jobid, where) in enumerate(begun)):
+                del jobs[:], starts[:], wheres[:]
+                self._planner = None
+                return False
+            del jobs[:ahead], starts[:ahead], wheres[:ahead]
+        return True
 
-    def resume(self, now: float, jobs: Sequence[SchedulableJob],
-               places: Mapping[str, PlaceSet] | None,
+    def resume(self, now: float, begun: Sequence[tuple[int, str]],
+               jobs: Sequence[SchedulableJob], places: Mapping[str, PlaceSet] | None,
                start: Callable[[SchedulableJob, str], bool]) -> tuple[BGPPlanner, int]:
-        """For the pass at `now`: a planner holding the kept reservations of the first jobs of
-        `jobs` (the pass's jobs from its top job on, in rank order; empty when a job started
-        ahead of the top job), and how many of `jobs` the pass has thereby planned. Those
-        whose reservation begins now are started with `start` (the scheduler's; `places`: the
-        queues' place sets) where the pass starts them (`_start_due`). The plan keeps the rest
-        alone; the pass plans the jobs after them and `add`s each job it reserves."""
+        """For the pass at `now`, which started the jobs `begun` ahead of its top job
+        (`take_off`): a planner holding the kept reservations of the first jobs of `jobs` (the
+        pass's jobs from its top job on, in rank order), and how many of `jobs` the pass has
+        thereby planned. Those whose reservation begins now are started with `start` (the
+        scheduler's; `places`: the queues' place sets) where the pass starts them
+        (`_start_due`). The plan keeps the rest alone; the pass plans the jobs after them and
+        `add`s each job it reserves."""
         same = 0
-        if self._made_at > self._first_instant:
+        if self.take_off(now, begun) and self._made_at > self._first_instant:
             # The first job ranked otherwise, found in C: the prefix runs to hundreds of jobs.
             kept = self.jobs
             same = next(compress(count(), map(is_not, kept, jobs)), min(len(kept), len(jobs)))
