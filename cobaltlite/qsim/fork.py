@@ -241,6 +241,9 @@ class WaitingColumns:
         numbers = {user: k for k, user in enumerate(users)}
         self._user = np.array([numbers[job.user_name] for job in self._jobs] if users else [],
                               dtype=np.int64)
+        self._least: int | None = None
+        """`reserving`: the least size of the waiting jobs (None: to be found again), kept
+        until a job of that size starts, so that a pass no job fits costs no array work."""
         self._queued = np.ones(len(self._jobs), dtype=bool)
         """The jobs not started, those no place can hold included: a full pass scores them
         all, so the queue statistics some policies read (`balanced`) are taken over them."""
@@ -248,6 +251,8 @@ class WaitingColumns:
     def started(self, jobid: int) -> None:
         i = self._index[jobid]
         self._waiting[i] = self._queued[i] = False
+        if self._size[i] == self._least:
+            self._least = None  # it may have been the only one of that size
         stats = self._queue_stats
         if stats is not None and (self._submit[i] == stats[0]
                                   or self._columns["wall_time"][i] in stats[1:]):
@@ -258,11 +263,18 @@ class WaitingColumns:
         job fits (the pass would start nothing)."""
         np = self._np
         waiting = self._waiting
+        if self._reserving:
+            least = self._least
+            if least is None:
+                if not waiting.any():
+                    return []
+                least = self._least = int(self._size[waiting].min())
+            if idle < least:
+                return []
+            return self._ranked_to_the_last_that_fits(idle, now, inputs)
         kept = waiting & (self._size <= idle)
         if not kept.any():
             return []
-        if self._reserving:
-            return self._ranked_to_the_last_that_fits(idle, now, inputs)
         jobs = self._jobs
         if self._fixed:
             others = np.flatnonzero(waiting & ~kept)
