@@ -89,7 +89,8 @@ def report(current: dict[str, Any], history: Sequence[dict[str, Any]]) -> list[s
                            for name, meaning in METRICS.items() if name in values])
     lines += reservation_summary(values)
     if history:
-        lines.append(f"History: {len(history)} samples from {_when(history[0]['time'])}")
+        counted = "1 sample" if len(history) == 1 else f"{len(history)} samples"
+        lines.append(f"History: {counted} from {_when(history[0]['time'])}")
         lines += format_table(["Time", *HISTORY_COLUMNS.values()],
                               [[_when(s["time"]), *(_number(s["values"].get(name))
                                                     for name in HISTORY_COLUMNS)]
