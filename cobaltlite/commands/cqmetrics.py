@@ -43,7 +43,8 @@ def build_parser() -> CommandParser:
         description="Print the metrics monitor's latest sample (utilization now and over "
                     "1 h/10 h/24 h, queued, waiting and running jobs, queue depth, wait "
                     "statistics of the last hour, loss of capacity, components out of "
-                    "service) and its history.",
+                    "service, what booked reservations cost) and its history. The latest "
+                    "sample is up to metrics_interval seconds old (cobaltlite.yaml).",
         epilog="Metrics: " + "; ".join(f"{name}: {meaning}" for name, meaning in METRICS.items())
                + ". Exit status: 0 shown; 1 the monitor is unreachable or has no sample yet; "
                "2 bad command line.")
