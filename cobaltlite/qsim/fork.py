@@ -333,15 +333,20 @@ class WaitingColumns:
         if scores is None:
             return self._waiting_ranked_exactly(now, inputs)
         chosen = self._by_array_score(scores)
-        last = int(np.flatnonzero(self._size[chosen] <= idle)[-1])
+        cut = len(chosen)
+        # Most often the job ranked last fits (small jobs rank low under most policies), and
+        # every job is handed.
+        if self._size[chosen[-1]] > idle:
+            cut = int(np.flatnonzero(self._size[chosen] <= idle)[-1]) + 1
         if self._exact:
-            return self._objects[chosen[:last + 1]].tolist()
+            return self._objects[chosen[:cut]].tolist()
         close = scores[chosen]
         ties = self._near_ties(close)
-        # Past the jobs whose array scores nearly tie with the last that fits: the exact
-        # order may put any of them before it.
-        beyond = np.flatnonzero(~ties[last:])
-        cut = last + 1 + (int(beyond[0]) if beyond.size else len(chosen) - 1 - last)
+        if cut < len(chosen):
+            # Past the jobs whose array scores nearly tie with the last that fits: the exact
+            # order may put any of them before it.
+            beyond = np.flatnonzero(~ties[cut - 1:])
+            cut += int(beyond[0]) if beyond.size else len(chosen) - cut
         return self._in_exact_order(chosen[:cut], close[:cut], ties[:cut - 1], now, inputs)
 
     def _in_exact_order(self, chosen: Any, close: Any, gaps: Any, now: float,
@@ -386,7 +391,11 @@ class WaitingColumns:
     def _near_ties(self, close: Any) -> Any:
         """For each neighbouring pair of the array scores `close` (highest first), whether the
         two lie within SCORE_BAND of each other, where the exact scores may rank them apart
-        the other way round."""
+        the other way round; or a few more pairs: when no score is below 0 (the last, the
+        lowest), a + b <= 2a for neighbours a >= b, a bound one array operation cheaper, and
+        a pair scored exactly that did not need it changes no rank (`_in_exact_order`)."""
+        if close.size and close[-1] >= 0:
+            return close[:-1] - close[1:] <= (2 * SCORE_BAND) * close[:-1]
         size = self._np.abs(close)
         return close[:-1] - close[1:] <= SCORE_BAND * (size[:-1] + size[1:])
 
