@@ -18,6 +18,7 @@ one `_usable` mask covers them all.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
 from math import nextafter
 
 from cobaltlite.errors import MachineError
@@ -456,6 +457,19 @@ class BGPPlanner:
         self._gaps: _Gaps | None = None
         """The blocks' tails and gap bounds, made by the first `earliest_on` on the index (they
         need the free times), then kept with it."""
+
+    @classmethod
+    def holding(cls, machine: BGPMachine, now: float,
+                reservations: Iterable[tuple[int, float, float]]) -> BGPPlanner:
+        """A planner of `machine` from `now` holding `reservations` ((block, start, duration)
+        each), as one given them by `hold` answers; kept as a list, indexed only if it
+        reserves more (`_hold`): for a question about placing a job around them (a pass's
+        turn for a job in a plan taken up, scheduler/plan.py's `block_a_pass_starts`)."""
+        planner = cls(machine, now)
+        conflict = machine.conflict
+        planner._reservations = [(start, start + duration, conflict[block])
+                                 for block, start, duration in reservations]
+        return planner
 
     def _block_free_times(self) -> list[float]:
         # Computed only when a reservation is needed: most passes start jobs or find nothing free.

@@ -281,7 +281,7 @@ class Scheduler:
         first = 0  # the jobs from the first on are to be reserved
         planner: Planner
         if last is not None and booked is None and machine is last.machine:
-            planner, first = last.resume(now, report.started, jobs, self._places,
+            planner, first = last.resume(now, report.started, jobs, self._allowed,
                                          lambda job, where: self._start(job, where, report))
             recorded = last
         elif booked is not None or self._places is not None or not isinstance(machine, FlatMachine):
