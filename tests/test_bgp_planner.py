@@ -189,7 +189,9 @@ def test_a_planner_given_its_reservations_at_once_plans_as_one_holding_them(
                 machine.allocate(name, k, now + left)
         reservations = [(block % len(names), now + start, length)
                         for block, start, length in held]
-        given = BGPPlanner.holding(machine, now, reservations)
+        given = BGPPlanner.holding(machine, now, [
+            (start, start + length, machine.conflict[block])
+            for block, start, length in reservations])
         one_by_one = machine.planner(now)
         for block, start, length in reservations:
             one_by_one.hold(block, start, length)

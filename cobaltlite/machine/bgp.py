@@ -18,7 +18,6 @@ one `_usable` mask covers them all.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
 from math import nextafter
 
 from cobaltlite.errors import MachineError
@@ -460,15 +459,15 @@ class BGPPlanner:
 
     @classmethod
     def holding(cls, machine: BGPMachine, now: float,
-                reservations: Iterable[tuple[int, float, float]]) -> BGPPlanner:
-        """A planner of `machine` from `now` holding `reservations` ((block, start, duration)
-        each), as one given them by `hold` answers; kept as a list, indexed only if it
-        reserves more (`_hold`): for a question about placing a job around them (a pass's
-        turn for a job in a plan taken up, scheduler/plan.py's `block_a_pass_starts`)."""
+                reservations: list[tuple[float, float, int]]) -> BGPPlanner:
+        """A planner of `machine` from `now` holding `reservations` (the list becomes its
+        own), each as the planner keeps one: (start, end, mask of the blocks it holds: a
+        block's `conflict`). It answers as one given them by `hold`, indexed only if it
+        reserves more (`_hold`): made for a question about placing a job around them (a
+        pass's turn for a job of a plan taken up, scheduler/plan.py's `block_a_pass_starts`),
+        where building the index would cost more than the question."""
         planner = cls(machine, now)
-        conflict = machine.conflict
-        planner._reservations = [(start, start + duration, conflict[block])
-                                 for block, start, duration in reservations]
+        planner._reservations = reservations
         return planner
 
     def _block_free_times(self) -> list[float]:

@@ -26,7 +26,7 @@ first, and the planner holding them, instead of searching for them again.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from itertools import compress, count
 from operator import attrgetter, is_not
 
@@ -289,7 +289,7 @@ class LastReservations:
         may be planned otherwise now: the plan ends with it. A refused start ends the plan
         before the job, which the pass then plans. Return the planner and how many jobs are
         planned."""
-        machine, index = self.machine, self.machine.index
+        machine, index, conflict = self.machine, self.machine.index, self.machine.conflict
         jobs, starts, wheres = self.jobs, self.starts, self.wheres
         begun: list[int] = []
         for k in range(same):
@@ -297,7 +297,8 @@ class LastReservations:
                 continue
             job = jobs[k]
             where = block_a_pass_starts(machine, job, allowed(job), now, [
-                (index[wheres[j]], starts[j], jobs[j].wall_time) for j in range(k) if wheres[j]])
+                (starts[j], starts[j] + jobs[j].wall_time, conflict[index[wheres[j]]])
+                for j in range(k) if wheres[j]])
             if where is None:
                 raise AssertionError(f"job {job.jobid}: its reserved block {wheres[k]} "
                                      f"is not free at {now}")
@@ -327,10 +328,10 @@ class LastReservations:
 
 
 def block_a_pass_starts(machine: BGPMachine, job: SchedulableJob, allowed: PlaceSet | None,
-                        at: float, before: Iterable[tuple[int, float, float]]) -> str | None:
+                        at: float, before: list[tuple[float, float, int]]) -> str | None:
     """The block a conservative pass at `at` starts `job` on when its turn comes: the one
     `location_now` finds (within `allowed`) on a planner holding the reservations `before`
-    ((block, start, duration) of the jobs ranked before it) and nothing else; None when none
-    is free and clear of them."""
+    (of the jobs ranked before it, as `BGPPlanner.holding` takes them) and nothing else; None
+    when none is free and clear of them."""
     return BGPPlanner.holding(machine, at, before).location_now(job.size, job.wall_time,
                                                                 allowed)
