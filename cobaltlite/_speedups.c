@@ -762,19 +762,19 @@ static int exact_double(PyObject *value, double *out) {
 }
 
 #define SPANS 8 /* rolling windows at most */
-#define DROP 4096 /* steps no window reads again, dropped at once (metrics._STEPS_DROPPED) */
 
 static PyObject *series_columns(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *outcomes, *spans_arg;
-    Py_ssize_t f_submit, f_start, f_end, f_nodes;
+    Py_ssize_t f_submit, f_start, f_end, f_nodes, drop;
     long long machine_nodes;
     double step;
-    if (!PyArg_ParseTuple(args, "O(nnnn)LdO!:series_columns", &outcomes, &f_submit, &f_start,
-                          &f_end, &f_nodes, &machine_nodes, &step, &PyTuple_Type, &spans_arg))
+    if (!PyArg_ParseTuple(args, "O(nnnn)LdO!n:series_columns", &outcomes, &f_submit, &f_start,
+                          &f_end, &f_nodes, &machine_nodes, &step, &PyTuple_Type, &spans_arg,
+                          &drop))
         return NULL;
     Py_ssize_t nspans = PyTuple_GET_SIZE(spans_arg);
     double spans[SPANS];
-    if (nspans > SPANS || machine_nodes <= 0 || machine_nodes > (1LL << 53) || !(step > 0))
+    if (nspans > SPANS || drop < 1 || machine_nodes <= 0 || machine_nodes > (1LL << 53) || !(step > 0))
         Py_RETURN_NONE;
     for (Py_ssize_t k = 0; k < nspans; k++) {
         if (!exact_double(PyTuple_GET_ITEM(spans_arg, k), &spans[k])) Py_RETURN_NONE;
@@ -942,7 +942,7 @@ static PyObject *series_columns(PyObject *Py_UNUSED(module), PyObject *args) {
             row[3 + k] = average;
             if (opens[k] < gone) gone = opens[k];
         }
-        if (gone >= DROP) {
+        if (gone >= drop) { /* steps no window reads again, dropped at once */
             memmove(times, times + gone, (size_t)(steps - gone) * sizeof(double));
             memmove(values, values + gone, (size_t)(steps - gone) * sizeof(double));
             memmove(areas, areas + gone, (size_t)(steps - gone) * sizeof(double));
@@ -993,7 +993,7 @@ done:
 static PyMethodDef module_methods[] = {
     {"series_columns", series_columns, METH_VARARGS,
      "series_columns(outcomes, (submit, start, end, allocated) field indices, machine_nodes, "
-     "step, spans): time_series' columns unrounded (hours, queue depth, utilization, one per "
+     "step, spans, drop): time_series' columns unrounded (hours, queue depth, utilization, one per "
      "span), or None where only its Python loop is exact."},
     {NULL, NULL, 0, NULL},
 };

@@ -18,5 +18,5 @@ class JobLog:
     def flush(self) -> None: ...
 
 def series_columns(outcomes: Sequence[JobOutcome], fields: tuple[int, int, int, int],
-                   machine_nodes: int, step: float, spans: tuple[float, ...]
+                   machine_nodes: int, step: float, spans: tuple[float, ...], drop: int
                    ) -> tuple[list[float], ...] | None: ...

@@ -260,7 +260,7 @@ def compiled_time_series(
     of its time), or None where the C loop would not be exact (a time or a node count that is
     not a double exactly: an int past 2**53, say). Outcomes: at least one."""
     raw = series_columns(outcomes, _SERIES_FIELDS, machine_nodes, step,
-                         tuple(ROLLING_UTILIZATION.values()))
+                         tuple(ROLLING_UTILIZATION.values()), _STEPS_DROPPED)
     if raw is None:
         return None
     # The rounding is Python's (round() to six digits, correctly rounded), as below.
