@@ -45,7 +45,7 @@ def compile_extension(root: Path, into: Path) -> Path | None:
     return target
 
 
-class CustomBuildHook(BuildHookInterface):  # type: ignore[misc]
+class CustomBuildHook(BuildHookInterface):
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel":
             return

@@ -171,10 +171,9 @@ static int set_stamp(JobLog *self, PyObject *now) {
             Py_ssize_t n;
             const char *text = PyUnicode_Check(stamp) ? PyUnicode_AsUTF8AndSize(stamp, &n) : NULL;
             if (text == NULL || n != 19 || memcmp(text + 10, " 00:00:00", 9) != 0) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_ValueError, "record_stamp gave no MM/DD/YYYY stamp");
                 Py_DECREF(stamp);
-                return -1;
+                if (PyErr_Occurred()) return -1;
+                goto general; /* a year of other than four digits: record_stamp's own way */
             }
             memcpy(self->stamp, text, 11); /* "MM/DD/YYYY " */
             Py_DECREF(stamp);
@@ -197,6 +196,7 @@ static int set_stamp(JobLog *self, PyObject *now) {
         return 0;
     }
     if (PyErr_Occurred()) return -1;
+general:;
     PyObject *stamp = PyObject_CallOneArg(self->record_stamp, now);
     if (stamp == NULL) return -1;
     Py_ssize_t n;
