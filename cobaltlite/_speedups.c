@@ -4,12 +4,15 @@
  * JobLog writes the job log's Q, S and E records (cobaltlite/qsim/joblog.py,
  * PureAccountingObserver, gives the same bytes; tests/test_speedups.py checks it on random
  * jobs). The parts that depend on the locale, the time zone or rare input stay in Python and
- * are called back: record_stamp once per distinct record time, format_hms once per distinct
- * wall time, quote_value for a value that needs quotes or is not ASCII, format_record for an
- * id that is not an int. A, R and FAIL records are formatted in Python and appended in order.
+ * are called back: record_stamp once per day (the clock part is formatted here) and for a time
+ * with a fraction, format_hms once per distinct wall time, quote_value for a value that needs
+ * quotes or is not ASCII, format_record for an id that is not an int. A, R and FAIL records are
+ * formatted in Python and appended in order.
  *
  * Records are gathered as UTF-8 in one buffer and handed to a sink (AccountingLog's
- * write_formatted) as text in blocks.
+ * write_encoded) as bytes in blocks.
+ *
+ * series_columns runs metrics.time_series' loop (below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -83,7 +86,7 @@ static int buf_str(Buffer *b, PyObject *text) {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *sink;          /* write_formatted(text) */
+    PyObject *sink;          /* write_encoded(bytes) */
     PyObject *record_stamp;  /* record_stamp(when) -> "MM/DD/YYYY HH:MM:SS" */
     PyObject *quote_value;   /* quote_value(text) -> text as a record writes it */
     PyObject *format_hms;    /* format_hms(seconds) -> "HH:MM:SS" */
@@ -788,6 +791,8 @@ static PyObject *series_columns(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *result = NULL;
     double *submit = NULL, *start = NULL, *end = NULL, *nodes = NULL, *times = NULL,
            *values = NULL, *areas = NULL, *columns = NULL;
+    double *submit_times = NULL, *start_times = NULL, *started_submits = NULL,
+           *start_nodes = NULL, *end_times = NULL, *end_nodes = NULL;
     uint32_t *by_submit = NULL, *by_start = NULL, *by_end = NULL, *tmp = NULL;
     if (n == 0 || n >= (Py_ssize_t)UINT32_MAX) goto none;
     submit = PyMem_Malloc((size_t)(n + 1) * sizeof(double));
@@ -821,21 +826,15 @@ static PyObject *series_columns(PyObject *Py_UNUSED(module), PyObject *args) {
     merge_sort(by_end, tmp, n, &k_end);
     PyMem_Free(tmp);
     tmp = NULL;
-    /* columns in those orders, each ended by an infinite time; tmp-less: reuse the arrays */
-    double *submit_times = PyMem_Malloc((size_t)(n + 1) * sizeof(double));
-    double *start_times = PyMem_Malloc((size_t)(n + 1) * sizeof(double));
-    double *started_submits = PyMem_Malloc((size_t)n * sizeof(double));
-    double *start_nodes = PyMem_Malloc((size_t)n * sizeof(double));
-    double *end_times = PyMem_Malloc((size_t)(n + 1) * sizeof(double));
-    double *end_nodes = PyMem_Malloc((size_t)n * sizeof(double));
+    /* columns in those orders, each time column ended by an infinite time */
+    submit_times = PyMem_Malloc((size_t)(n + 1) * sizeof(double));
+    start_times = PyMem_Malloc((size_t)(n + 1) * sizeof(double));
+    started_submits = PyMem_Malloc((size_t)n * sizeof(double));
+    start_nodes = PyMem_Malloc((size_t)n * sizeof(double));
+    end_times = PyMem_Malloc((size_t)(n + 1) * sizeof(double));
+    end_nodes = PyMem_Malloc((size_t)n * sizeof(double));
     if (!submit_times || !start_times || !started_submits || !start_nodes || !end_times ||
         !end_nodes) {
-        PyMem_Free(submit_times);
-        PyMem_Free(start_times);
-        PyMem_Free(started_submits);
-        PyMem_Free(start_nodes);
-        PyMem_Free(end_times);
-        PyMem_Free(end_nodes);
         PyErr_NoMemory();
         goto done;
     }
@@ -848,21 +847,16 @@ static PyObject *series_columns(PyObject *Py_UNUSED(module), PyObject *args) {
         end_nodes[i] = nodes[by_end[i]];
     }
     submit_times[n] = start_times[n] = end_times[n] = INFINITY;
-    /* hand the column arrays to the names freed at the end */
+    /* the unsorted columns and the orders are not read again: freed before the loop's arrays */
     PyMem_Free(submit);
-    submit = submit_times;
     PyMem_Free(start);
-    start = start_times;
     PyMem_Free(end);
-    end = end_times;
     PyMem_Free(nodes);
-    nodes = NULL;
     PyMem_Free(by_submit);
-    by_submit = (uint32_t *)started_submits; /* freed as by_submit */
     PyMem_Free(by_start);
-    by_start = (uint32_t *)start_nodes;
     PyMem_Free(by_end);
-    by_end = (uint32_t *)end_nodes;
+    submit = start = end = nodes = NULL;
+    by_submit = by_start = by_end = NULL;
 
     double first = submit_times[0], last = end_times[n - 1], first_start = start_times[0];
     Py_ssize_t samples = 0;
@@ -987,6 +981,12 @@ done:
     PyMem_Free(values);
     PyMem_Free(areas);
     PyMem_Free(columns);
+    PyMem_Free(submit_times);
+    PyMem_Free(start_times);
+    PyMem_Free(started_submits);
+    PyMem_Free(start_nodes);
+    PyMem_Free(end_times);
+    PyMem_Free(end_nodes);
     return result;
 }
 
