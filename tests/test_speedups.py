@@ -20,14 +20,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared_paths import TRACES
 
 from cobaltlite import compiled
 from cobaltlite.qsim import joblog, metrics
 from cobaltlite.qsim.engine import SimJob
 from cobaltlite.qsim.outcome import JobOutcome
-
-ROOT = Path(__file__).resolve().parent.parent
-TRACES = ROOT.parent / "shared" / "traces"
 
 needs_compiled = pytest.mark.skipif(not compiled.COMPILED, reason=compiled.STATUS)
 
