@@ -207,9 +207,10 @@ def tune(draw, qsim: Qsim) -> None:
         QsimTuning(qsim, scheme)
 
 
-def failures_of(draw, qsim_machine_units: list[str]) -> list[FailureEvent]:
+def failures_of(draw, units: list[str]) -> list[FailureEvent]:
+    """Up to two failures of the machine's failure units (nodes, midplanes) in the first 60 s."""
     return sorted(draw(st.lists(st.builds(FailureEvent, st.integers(0, 60),
-                                          st.sampled_from(qsim_machine_units)), max_size=2)),
+                                          st.sampled_from(units)), max_size=2)),
                   key=lambda f: (f.time, f.component))
 
 
