@@ -267,6 +267,11 @@ class Qsim:
         self.scheduler = Scheduler(self, self, self.clock, backfill, window,
                                    self.windows if self._reservations else None, slack=slack)
         self._run_pass = pass_runner or self.scheduler.iterate
+        self._in_process = pass_runner is None
+        self.skip_futile_passes = True
+        """Leave out the passes that would start nothing because every queued job is larger
+        than the idle nodes (False: run them, the reference tests/test_futile_passes.py
+        compares with)."""
         self.pass_hook: PassHook | None = None
         """Called around each event time's pass (adaptive tuning); None costs nothing."""
 
@@ -541,6 +546,15 @@ class Qsim:
         next_window = self._next_boundary(clock.now()) if reserved else inf
         next_submit = pending[0].submit_time if pending else inf
         give_up = inf  # with only reservation boundaries left: one full cycle of them
+        # A job starts only on a place of at least its size in idle nodes, so when every queued
+        # job is larger than the idle nodes the pass would start nothing (19 % of SDSC-BLUE's
+        # passes): it is not run, where a pass that starts nothing leaves nothing that a later
+        # one reads. So under every scheme of the in-process scheduler but slack, whose memory
+        # of expected starts each pass updates (a kept conservative plan is resumed only where
+        # it holds, as after an event time without a pass). It still counts as a pass
+        # (summary.json's scheduling_passes): its outcome is known.
+        skip_futile = (self.skip_futile_passes and self._in_process
+                       and self.scheduler.backfill is not Backfill.SLACK)
         # Jobs left queued while a repair is pending wait for it: the replay is not over; jobs
         # left queued while a reservation is ahead wait for it too.
         while pending or ends or (queue and (
@@ -575,7 +589,8 @@ class Qsim:
             if hook is not None:
                 hook.before_pass(t)
             if queue and has_free_capacity():
-                iterate()
+                if not skip_futile or sizes[0] <= idle_nodes():
+                    iterate()
                 passes += 1
             idle = idle_nodes()
             fits = bool(sizes) and sizes[0] < idle  # a queued job smaller than the idle nodes
