@@ -185,8 +185,10 @@ def status(config: Config, console: Console) -> int:
     console.print(table)
     for problem in problems:
         console.print(problem, style="red", markup=False, highlight=False)
-    console.print(f"machine: {config.machine}; database: {config.database_url}; "
-                  f"user socket: {config.user_socket}")
+    # One setting a line, unwrapped: a path broken at the terminal's edge cannot be copied.
+    for name, value in (("machine", config.machine), ("database", config.database_url),
+                        ("user socket", config.user_socket)):
+        console.print(f"{name}: {value}", soft_wrap=True, markup=False, highlight=False)
     if healthy:
         console.print("all components are up; try: qsub -n 1 -t 5 /bin/hostname && qstat")
     return 0 if healthy else 1

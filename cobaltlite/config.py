@@ -31,6 +31,15 @@ if TYPE_CHECKING:  # user commands read the config and need no tuning or schedul
     from cobaltlite.tuning.scheme import TuningScheme
 
 COMPONENTS = ("queue-manager", "system", "scheduler", "metrics-monitor")
+USER_SOCKETS = {
+    "queue-manager": ("user.sock", "the user socket"),
+    "scheduler": ("scheduler-user.sock", "the schedctl socket"),
+    "system": ("system-user.sock", "the partadm socket"),
+    "metrics-monitor": ("metrics-user.sock", "the cqmetrics socket"),
+}
+"""Component -> (file under sockets/, what it is called in errors) of the Unix socket (mode
+0666) where commands reach it: always there, whatever `addresses:` says, since only a Unix socket
+names the calling user (SO_PEERCRED)."""
 SYSTEM_STATE_DIR = Path("/var/lib/cobaltlite")
 # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included.
 UNIX_PATH_MAX = 107
@@ -147,7 +156,11 @@ class Config:
     @property
     def metrics_user_socket(self) -> Path:
         """Where cqmetrics reaches the metrics monitor (mode 0666; read-only calls)."""
-        return self.state_dir / "sockets" / "metrics-user.sock"
+        return self.user_socket_of("metrics-monitor")
+
+    def user_socket_of(self, component: str) -> Path:
+        """The Unix socket where commands reach `component` (USER_SOCKETS)."""
+        return self.state_dir / "sockets" / USER_SOCKETS[component][0]
 
     @property
     def database_url(self) -> str:
@@ -169,18 +182,18 @@ class Config:
     @property
     def user_socket(self) -> Path:
         """Where user commands reach the queue manager (mode 0666; the kernel names the caller)."""
-        return self.state_dir / "sockets" / "user.sock"
+        return self.user_socket_of("queue-manager")
 
     @property
     def admin_socket(self) -> Path:
         """Where schedctl reaches the scheduler (mode 0666; admin rights checked per call)."""
-        return self.state_dir / "sockets" / "scheduler-user.sock"
+        return self.user_socket_of("scheduler")
 
     @property
     def system_admin_socket(self) -> Path:
         """Where partadm and partlist reach the system (mode 0666; admin rights checked per
         call)."""
-        return self.state_dir / "sockets" / "system-user.sock"
+        return self.user_socket_of("system")
 
     def pid_file(self, component: str) -> Path:
         return self.state_dir / "run" / f"{component}.pid"
@@ -484,12 +497,8 @@ def _read_addresses(config: Config, value: object) -> dict[str, Address]:
             raise InputError(f"{path}: addresses.{component}: {text!r} {exc}") from None
     # Places taken before the named components are checked, so a clash always names the entry
     # the operator wrote rather than a default they never saw.
-    taken: dict[Address, str] = {
-        UnixAddress(config.user_socket): "the user socket",
-        UnixAddress(config.admin_socket): "the schedctl socket",
-        UnixAddress(config.system_admin_socket): "the partadm socket",
-        UnixAddress(config.metrics_user_socket): "the cqmetrics socket",
-    }
+    taken: dict[Address, str] = {UnixAddress(config.user_socket_of(component)): called
+                                 for component, (_file, called) in USER_SOCKETS.items()}
     for component in COMPONENTS:
         if component not in addresses:
             taken[config.address(component)] = f"the default socket of {component}"

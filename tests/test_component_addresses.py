@@ -179,6 +179,8 @@ BAD = [
      "addresses.scheduler: 'tcp:localhost:7000' is already the address of system"),
     ({"scheduler": "unix:{state}/sockets/user.sock"},
      "addresses.scheduler: 'unix:{state}/sockets/user.sock' is already the user socket"),
+    ({"system": "unix:{state}/sockets/metrics-user.sock"},
+     "addresses.system: 'unix:{state}/sockets/metrics-user.sock' is already the cqmetrics socket"),
     ({"scheduler": "unix:{state}/sockets/../sockets/system.sock"},
      "is already the default socket of system"),
     (["system"], "option addresses: expected a mapping of component: address"),

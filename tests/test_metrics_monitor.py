@@ -131,6 +131,8 @@ def test_cqmetrics_golden_output() -> None:
     table = "\n".join(lines)
     expected = (Path(__file__).parent / "golden" / "cqmetrics.txt").read_text()
     assert table + "\n" == expected
+    # Right after `cobaltlite up` the history holds one sample: said as one.
+    assert "History: 1 sample from 2023-11-14 22:13:20" in cqmetrics.report(current, [current])
 
 
 @pytest.mark.parametrize(("line", "message"), [

@@ -128,6 +128,24 @@ def test_down_stops_the_daemons_even_with_a_broken_config() -> None:
         live.stop()
 
 
+def test_showstart_help_says_what_a_jobid_that_is_not_a_number_exits_with() -> None:
+    ran = run("cobaltlite.commands.showstart", "abc")
+    assert (ran.returncode, ran.stderr) == (1, "showstart: jobid must be an integer: abc\n")
+    assert "1 no such job, a JOBID that is not an integer" in \
+        run("cobaltlite.commands.showstart", "--help").stdout.replace("\n", " ")
+
+
+def test_status_prints_each_setting_whole_on_its_line(instance: Instance) -> None:
+    """`cobaltlite up`/`status` end with the machine, the database URL and the user socket: on
+    an 80-column terminal the URL was broken after "database:", so it could not be copied."""
+    ran = run("cobaltlite.cli", "status", env={**instance.env, "COLUMNS": "60"})
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert "machine: flat:4" in lines
+    assert f"database: sqlite:///{instance.state_dir}/cobaltlite.db" in lines
+    assert f"user socket: {instance.state_dir}/sockets/user.sock" in lines
+
+
 # ---- 4. a reader that leaves the pipe is not an unreachable scheduler -------------------------
 
 

@@ -54,6 +54,7 @@ def test_a_sweep_gives_the_rows_of_the_same_replays_run_one_by_one(tmp_path: Pat
                "--workers", "2", "-q")
     assert ran.returncode == 0, ran.stderr
     assert "12 of 12 replays done (12 run now, 0 reused), 0 failed" in ran.stderr
+    assert "Traceback" not in ran.stderr  # dask's shutdown noise stays out of the user's way
     rows = pq.read_table(tmp_path / "sweep" / "results.parquet").to_pylist()
     assert len(rows) == 12
     assert len({r["replay"] for r in rows}) == 12

@@ -43,7 +43,8 @@ def build_parser() -> CommandParser:
         description="Print the metrics monitor's latest sample (utilization now and over "
                     "1 h/10 h/24 h, queued, waiting and running jobs, queue depth, wait "
                     "statistics of the last hour, loss of capacity, components out of "
-                    "service) and its history.",
+                    "service, what booked reservations cost) and its history. The latest "
+                    "sample is up to metrics_interval seconds old (cobaltlite.yaml).",
         epilog="Metrics: " + "; ".join(f"{name}: {meaning}" for name, meaning in METRICS.items())
                + ". Exit status: 0 shown; 1 the monitor is unreachable or has no sample yet; "
                "2 bad command line.")
@@ -89,7 +90,8 @@ def report(current: dict[str, Any], history: Sequence[dict[str, Any]]) -> list[s
                            for name, meaning in METRICS.items() if name in values])
     lines += reservation_summary(values)
     if history:
-        lines.append(f"History: {len(history)} samples from {_when(history[0]['time'])}")
+        counted = "1 sample" if len(history) == 1 else f"{len(history)} samples"
+        lines.append(f"History: {counted} from {_when(history[0]['time'])}")
         lines += format_table(["Time", *HISTORY_COLUMNS.values()],
                               [[_when(s["time"]), *(_number(s["values"].get(name))
                                                     for name in HISTORY_COLUMNS)]

@@ -34,10 +34,10 @@ def build_parser() -> CommandParser:
                     "replay of the current queue forward, with every job running for its "
                     "requested wall time and no new submissions (the Est_Start_Time of "
                     "qstat -f).",
-        epilog="Exit status: 0 an estimate or a start time printed; 1 no such job, or no "
-               "estimate for it (held, in a stopped queue, finished, never starting, or not yet "
-               "estimated); "
-               "2 bad command line.")
+        epilog="Exit status: 0 an estimate or a start time printed; 1 no such job, a JOBID "
+               "that is not an integer, or no estimate for it (held, in a stopped queue, "
+               "finished, never starting, or not yet estimated); 2 bad command line (no JOBID, "
+               "an unknown option).")
     add_help_option(parser)
     parser.add_argument("jobid", help="the job's id")
     return parser

@@ -57,14 +57,8 @@ def _started(config: Config, component: str) -> float | None:
     pid_file = config.pid_file(component)
     if os.access(pid_file.parent, os.X_OK):
         return pid_file.stat().st_mtime if running_pid(config, component) is not None else None
-    user_socket = _user_socket(config, component)
+    user_socket = config.user_socket_of(component)
     return user_socket.stat().st_mtime if _accepts(user_socket) else None
-
-
-def _user_socket(config: Config, component: str) -> Path:
-    return {"queue-manager": config.user_socket, "scheduler": config.admin_socket,
-            "system": config.system_admin_socket,
-            "metrics-monitor": config.metrics_user_socket}[component]
 
 
 def _accepts(path: Path) -> bool:

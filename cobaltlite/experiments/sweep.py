@@ -238,10 +238,13 @@ def _dask_client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
             yield client
         return
     # The scheduler's HTTP endpoint on any free port: the default 8787 clashes with every other
-    # LocalCluster on the machine.
+    # LocalCluster on the machine. Dask's own logs are silenced below CRITICAL: a replay's error
+    # comes back through its future and the sweep reports it (failures.json and stderr), and
+    # what dask alone logs at ERROR is the race of a worker's heartbeat with the scheduler's
+    # shutdown (distributed issue 7192), a traceback after every replay succeeded.
     with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
                       processes=True, dashboard_address=":0",
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+                      silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
         yield client
 
 

@@ -28,7 +28,9 @@ from cobaltlite.metrics_monitor.series import (
     StepSeries,
     monitored_values,
 )
+from cobaltlite.qsim.metrics import longest_periods, never_starts
 from cobaltlite.reservations.cost import COST_METRICS
+from cobaltlite.reservations.model import Window
 
 log = structlog.get_logger("metrics-monitor")
 
@@ -63,6 +65,8 @@ class Monitor:
             self._forecast_version = state["forecast"]["version"]
         started = self.queue_manager.started_since(now - WAIT_WINDOW)
         reservation_cost = self.queue_manager.reservation_cost()
+        periods = longest_periods((w.queue, w.end - w.start) for w in map(
+            Window.from_row, self.queue_manager.reservation_windows()))
         queued = [j for j in jobs if j["state"] == "queued"]
         runnable = [j for j in queued if j["display_state"] == "queued"]
         running = [j for j in jobs if j["state"] in ("starting", "running", "killing")]
@@ -72,8 +76,11 @@ class Monitor:
         utilization = busy / nodes if nodes else 0.0
         idle = max(0, nodes - busy)
         # Seed 000 eq. 4's delta_i, as Qsim samples it (qsim/engine.py): a queued job smaller
-        # than the idle nodes could have used them.
-        wasted = idle / nodes if nodes and any(j["nodes"] < idle for j in runnable) else 0.0
+        # than the idle nodes could have used them, unless it can never start (D000-9).
+        wasted = idle / nodes if nodes and any(
+            j["nodes"] < idle and not (periods and never_starts(j["queue"], j["walltime"],
+                                                                periods))
+            for j in runnable) else 0.0
         waits = [start - submit for _jobid, submit, start in started]
         with self._lock:
             self.utilization.record(now, utilization)

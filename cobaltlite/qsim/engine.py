@@ -50,6 +50,7 @@ from cobaltlite.jobs.queues import QueueLoad, SettingError
 from cobaltlite.machine.model import Machine, PlaceSet
 from cobaltlite.policy.usage import DEFAULT_HALF_LIFE, UsageLedger
 from cobaltlite.policy.utility import PassInputs, UtilityFunction
+from cobaltlite.qsim.metrics import longest_periods, never_starts
 from cobaltlite.qsim.outcome import CapacitySamples, JobOutcome
 from cobaltlite.scheduler.scheduler import Backfill, Scheduler
 from cobaltlite.traces.model import TraceJob
@@ -197,6 +198,9 @@ class Qsim:
             else {name: queues.default_queue(name, policy.name)
                   for name in {tj.queue for tj in jobs}})
         self._reservations = list(reservations or ())
+        # Queue -> its reservations' longest period: a job longer can never start, so the
+        # capacity samples leave it out of _sizes (D000-9). Empty without reservations.
+        self._periods = longest_periods((r.queue_name, r.duration) for r in self._reservations)
         self._windows: list[Window] = []
         self._windows_until = float("-inf")  # windows() recomputes from this time on
         for res in self._reservations:
@@ -338,7 +342,8 @@ class Qsim:
     def _enqueue(self, job: SimJob) -> None:
         """`job` waits in the queue, runnable."""
         self._queue[job.jobid] = job
-        insort(self._sizes, job.size)
+        if not (self._periods and never_starts(job.queue, job.wall_time, self._periods)):
+            insort(self._sizes, job.size)
         key = self._ranked_by
         if key is not None:
             ranked = self._ranked
@@ -355,7 +360,8 @@ class Qsim:
         # own loops, which never read _sizes: a size that is not there is no error.
         sizes = self._sizes
         i = bisect_left(sizes, job.size)
-        if i < len(sizes) and sizes[i] == job.size:
+        if i < len(sizes) and sizes[i] == job.size and not (
+                self._periods and never_starts(job.queue, job.wall_time, self._periods)):
             del sizes[i]
         key = self._ranked_by
         if key is not None:

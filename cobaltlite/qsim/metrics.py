@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -225,6 +225,27 @@ def loss_of_capacity(
     if span <= 0:
         return None
     return _ratio(math.fsum(lost) / (machine_nodes * span))
+
+
+def longest_periods(periods: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """Queue -> the longest reservation period its jobs may run in, from (queue, seconds)
+    pairs: a reservation's queue and its duration (Qsim) or one of its periods' end - start
+    (the live windows)."""
+    longest: dict[str, float] = {}
+    for queue, seconds in periods:
+        longest[queue] = max(seconds, longest.get(queue, 0.0))
+    return longest
+
+
+def never_starts(queue: str, wall_time: float, longest: Mapping[str, float]) -> bool:
+    """Whether a job of `queue` asking `wall_time` seconds can never start: its queue's jobs
+    start only inside a reservation period and must end by its end (docs/operator-guide.md,
+    "Reservations"), and no period is that long. Seed 000 eq. 4's loss of capacity counts idle
+    nodes while a job waits for nodes (§4.1: nodes idle "because of fragmentation"); such a job
+    waits for no node the machine could free, so Qsim's capacity samples and the live monitor
+    both leave it out of δ (docs/metric-aware.md, D000-9). `longest`: `longest_periods`'."""
+    period = longest.get(queue)
+    return period is not None and wall_time > period
 
 
 SERIES_STEP = 1800.0

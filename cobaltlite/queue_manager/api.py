@@ -300,6 +300,6 @@ class ComponentAPI:
         return self._qm.reservations.windows()
 
     def reservation_cost(self) -> dict[str, float]:
-        """What the reservations cost now (reservations/cost.py), as of the last estimate: the
-        metrics monitor's reservation metrics."""
-        return dict(self._qm.reservation_cost)
+        """What the reservations cost (reservations/cost.py), the metrics monitor's reservation
+        metrics: the nodes they hold counted now, the delays as of the last estimate."""
+        return {**self._qm.reserved_capacity(), **self._qm.reservation_delays}

@@ -13,8 +13,8 @@ scheduler sees them; under a live queue layout the fork schedules by its partiti
 as the scheduler does (seed 002); the places an admin took out of scheduling (partadm, nodeadm)
 stay out. Held jobs, and jobs of stopped queues, get none. Decisions in
 docs/architecture.md, "Estimated start times". With a reservation booked, the queue is estimated
-once more without the reservations, which gives what they cost (`QueueManager.reservation_cost`,
-reservations/cost.py; the metrics monitor samples it).
+once more without the reservations, which gives the delays they cause
+(`QueueManager.reservation_delays`, reservations/cost.py; the metrics monitor samples them).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from cobaltlite.machine.wire import description_from_wire
 from cobaltlite.qsim.engine import SimJob
 from cobaltlite.qsim.fork import estimate_start_times
 from cobaltlite.queue_manager.newest import NewestOnly
-from cobaltlite.reservations.cost import NO_COST, reservation_cost
+from cobaltlite.reservations.cost import NO_DELAY, reservation_delays
 from cobaltlite.reservations.model import Reservation
 from cobaltlite.scheduler.scheduler import Backfill, check_window
 from cobaltlite.scheduler.slack import SlackState
@@ -84,8 +84,8 @@ class StartEstimator:
 
     def _estimate_and_keep(self, request: _Request) -> None:
         try:
-            self._manager.estimated_starts, self._manager.reservation_cost = \
-                self.estimate_with_cost(*request)
+            self._manager.estimated_starts, self._manager.reservation_delays = \
+                self.estimate_with_delays(*request)
             self.last_error = None
         except Exception as exc:  # a peer down, a policy failing: the next pass retries
             if str(exc) != self.last_error:
@@ -96,15 +96,15 @@ class StartEstimator:
                  places: dict[str, PlaceSet], partitions: QueuePartitions | None = None,
                  slack: SlackState | None = None) -> dict[int, float]:
         """{jobid: estimated start} for the runnable queued jobs, now."""
-        return self.estimate_with_cost(backfill, window, failed, places, partitions,
-                                       slack)[0]
+        return self.estimate_with_delays(backfill, window, failed, places, partitions,
+                                         slack)[0]
 
-    def estimate_with_cost(self, backfill: Backfill, window: int, failed: list[str],
-                           places: dict[str, PlaceSet],
-                           partitions: QueuePartitions | None = None,
-                           slack: SlackState | None = None
-                           ) -> tuple[dict[int, float], dict[str, float]]:
-        """The estimates, and what the reservations cost now (reservations/cost.py): with a
+    def estimate_with_delays(self, backfill: Backfill, window: int, failed: list[str],
+                             places: dict[str, PlaceSet],
+                             partitions: QueuePartitions | None = None,
+                             slack: SlackState | None = None
+                             ) -> tuple[dict[int, float], dict[str, float]]:
+        """The estimates, and the delays the reservations cause (reservations/cost.py): with a
         reservation booked, the queue is estimated a second time without any. With
         `partitions` (the live queue layout's) the fork schedules by them, as the scheduler
         does; with `slack` (the scheduler's) it starts from the slack scheme's memory."""
@@ -137,13 +137,13 @@ class StartEstimator:
 
         starts = estimate(queued, reservations)
         if not reservations:
-            return starts, dict(NO_COST)
+            return starts, dict(NO_DELAY)
         # Without the reservations their own jobs would not be there either.
         own = {r.queue_name for r in reservations}
         without = estimate([job for job in queued if job.queue not in own], [])
-        return starts, reservation_cost(machine, now, reservations, rows,
-                                        {job.jobid: job.queue for job in queued}, starts,
-                                        without)
+        return starts, reservation_delays(reservations,
+                                          {job.jobid: job.queue for job in queued}, starts,
+                                          without)
 
     def _what_if_machine(self, failed: list[str]) -> Machine:
         """An empty model of the machine (built once) with `failed` out of service and the

@@ -35,7 +35,7 @@ from cobaltlite.queue_manager.newest import NewestOnly
 from cobaltlite.queue_manager.routing import LayoutRouter, Placement, RoutingError
 from cobaltlite.queue_manager.store import JobStore
 from cobaltlite.reservations.book import ReservationBook
-from cobaltlite.reservations.cost import NO_COST
+from cobaltlite.reservations.cost import NO_DELAY
 from cobaltlite.timefmt import format_hms
 
 log = structlog.get_logger("queue-manager")
@@ -187,15 +187,24 @@ class QueueManager:
         self.estimated_starts: dict[int, float] = {}
         """{jobid: estimated start}: replaced whole by queue_manager/estimates.py after each
         scheduling pass, read by job_table (qstat -f, showstart)."""
-        self.reservation_cost: dict[str, float] = dict(NO_COST)
-        """What the reservations cost now (reservations/cost.py), replaced with the estimates;
-        the metrics monitor reads it."""
+        self.reservation_delays: dict[str, float] = dict(NO_DELAY)
+        """The delays the reservations cause (reservations/cost.py), replaced with the
+        estimates; the metrics monitor reads them with `reserved_capacity()`."""
         self._usage_half_life = usage_half_life
         self._usage: UsageLedger | None = None
         self.reservations = ReservationBook(
             store, accounting, clock,
             lambda: build_machine(description_from_wire(self.system.description())),
             default_policy, wake_scheduler)
+
+    def reserved_capacity(self) -> dict[str, float]:
+        """The nodes the reservations open now hold, and of those the nodes none of their
+        jobs runs on (reservations/cost.py), counted now rather than at the last estimate: a
+        scheduling pass may not have run since `cobaltlite up` or the last setres."""
+        running = [row for row in self.store.jobs(states=list(states.ACTIVE_STATES),
+                                                  fields=("nodes", "queue", "location"))
+                   if row["location"]]
+        return self.reservations.capacity_now(running)
 
     def limits(self) -> dict[str, Any]:
         if self._limits is None:

@@ -23,6 +23,7 @@ from cobaltlite.accounting import AccountingLog
 from cobaltlite.clock import Clock
 from cobaltlite.machine.model import Machine
 from cobaltlite.queue_manager.store import JobStore
+from cobaltlite.reservations.cost import reserved_capacity
 from cobaltlite.reservations.model import (
     Reservation,
     ReservationError,
@@ -181,6 +182,14 @@ class ReservationBook:
             self._tick(now)
             machine = self._machine_model()
             return [w.to_row() for r in self._all() for w in r.windows(now, machine)]
+
+    def capacity_now(self, running: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """reservations/cost.py's capacity values now, given the running jobs' rows (queue,
+        nodes). The book's machine model holds nothing, as `reserved_capacity` needs."""
+        with self._lock:
+            now = self._clock.now()
+            self._tick(now)
+            return reserved_capacity(self._machine_model(), now, self._all(), running)
 
     # ---- time -----------------------------------------------------------------------------
 
