@@ -274,8 +274,8 @@ class Qsim:
         self._in_process = pass_runner is None
         self.skip_futile_passes = True
         """Leave out the passes that would start nothing because every queued job is larger
-        than the idle nodes (False: run them, the reference tests/test_futile_passes.py
-        compares with)."""
+        than the idle nodes, or without backfilling the first in a fixed order is (False: run
+        them, the reference tests/test_futile_passes.py compares with)."""
         self.pass_hook: PassHook | None = None
         """Called around each event time's pass (adaptive tuning); None costs nothing."""
 
