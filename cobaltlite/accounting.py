@@ -166,6 +166,14 @@ class AccountingLog:
         if self._line_buffered and not self._owned:
             self._stream.flush()
 
+    def write_encoded(self, data: bytes) -> None:
+        """write_formatted for records already encoded as UTF-8 (Qsim's compiled job log
+        gathers its records as bytes: decoding them to be encoded again cost a copy of each)."""
+        self._stream.flush()  # what write() and write_formatted() left goes first
+        self._stream.buffer.write(data)
+        if self._line_buffered and not self._owned:
+            self._stream.buffer.flush()
+
     def flush(self) -> None:
         self._stream.flush()
 

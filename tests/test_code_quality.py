@@ -22,3 +22,14 @@ def test_the_checker_finds_nothing(command: list[str]) -> None:
     ran = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True,
                          text=True, timeout=600)
     assert ran.returncode == 0, f"{' '.join(command)} found problems:\n{ran.stdout}{ran.stderr}"
+
+
+@pytest.mark.parametrize("script", sorted(
+    p.name for p in (ROOT / "bin").iterdir() if p.is_file() and p.suffix != ".json"))
+def test_every_script_in_bin_answers_help(script: str) -> None:
+    """The benchmark and check scripts import much of cobaltlite, and nothing else runs them in
+    CI: a renamed name they import must fail here, not in the next session's measurements."""
+    ran = subprocess.run([sys.executable, str(ROOT / "bin" / script), "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, f"bin/{script} --help:\n{ran.stdout}{ran.stderr}"
+    assert "usage" in ran.stdout.lower()

@@ -16,7 +16,7 @@ from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import builtin_policy
 from cobaltlite.qsim.engine import Qsim, ReplayObserver, SimJob
-from cobaltlite.qsim.joblog import AccountingObserver
+from cobaltlite.qsim.joblog import AccountingObserver, PureAccountingObserver
 from cobaltlite.traces.model import TraceJob
 
 
@@ -73,7 +73,7 @@ def workloads(draw: st.DrawFn) -> list[TraceJob]:
     return jobs
 
 
-def replay_log(jobs: list[TraceJob], observer: AccountingObserver | GeneralWriter) -> None:
+def replay_log(jobs: list[TraceJob], observer: PureAccountingObserver | GeneralWriter) -> None:
     try:
         Qsim(jobs, build_machine(load_description("flat:8")), builtin_policy("fcfs"),
              observer=observer).run()

@@ -404,8 +404,9 @@ class FlatPlanner:
         not_before: float | None = None,
     ) -> tuple[float, str]:
         """With `allowed`, a start must also find enough nodes of the set free then, counting
-        only the ends of the jobs holding them now: the profile counts nodes, not which ones,
-        so other reservations are not told apart by set (docs/administration.md, flat
+        only the ends of the jobs holding them now and leaving out those booked (reservation
+        periods, known by node) during the run: the profile counts nodes, not which ones, so
+        other reservations are not told apart by set (docs/administration.md, flat
         machines)."""
         machine = self._machine
         if nodes > machine.total_nodes:
@@ -428,14 +429,15 @@ class FlatPlanner:
             elif first >= 0:
                 if times[j + 1] >= until:
                     break
-            elif set_free_at is None or set_free_at(times[j]) >= nodes:
+            elif set_free_at is None or set_free_at(times[j], duration) >= nodes:
                 first, until = j, times[j] + duration
                 if times[j + 1] >= until:
                     break
         else:  # the last segment lasts for ever: a run reaching it is long enough
             if free[last] < nodes:
                 first = -1
-            elif first < 0 and (set_free_at is None or set_free_at(times[last]) >= nodes):
+            elif first < 0 and (set_free_at is None
+                                 or set_free_at(times[last], duration) >= nodes):
                 first = last
             if first < 0:
                 raise AssertionError("the last segment of a profile has every node in service "
@@ -444,18 +446,30 @@ class FlatPlanner:
         self._take(start, start + duration, nodes)
         return start, f"{nodes} nodes"
 
-    def _set_free_at(self, nodes_of_set: int) -> Callable[[float], int]:
-        """When the set's nodes come free: f(t) = how many are free at t (never fewer later)."""
+    def _set_free_at(self, nodes_of_set: int) -> Callable[[float, float], int]:
+        """When the set's nodes come free: f(t, d) = how many are free from t and unbooked
+        over [t, t + d). A booked node counted free would give a job of the set a start that
+        it cannot take (location_now keeps it off the node), a drain at an instant where it
+        never runs, which holds other jobs back for nothing."""
         machine = self._machine
         now, failed = self._now, machine._out
         ends = sorted(
-            (max(end, now + OVERDUE_GRACE) if end <= now else end,
-             (mask & nodes_of_set & ~failed).bit_count())
+            (max(end, now + OVERDUE_GRACE) if end <= now else end, mask & nodes_of_set & ~failed)
             for mask, _, end in machine._held.values() if mask & nodes_of_set)
-        free_now = (machine._free & nodes_of_set).bit_count()
+        free_now = machine._free & nodes_of_set
+        booked = [(start, stop, mask) for start, stop, mask in self._bookings
+                  if mask & nodes_of_set]
 
-        def free_at(t: float) -> int:
-            return free_now + sum(count for end, count in ends if end <= t)
+        def free_at(t: float, duration: float) -> int:
+            free = free_now
+            for end, mask in ends:
+                if end > t:
+                    break
+                free |= mask
+            for start, stop, mask in booked:
+                if start < t + duration and stop > t:
+                    free &= ~mask
+            return free.bit_count()
         return free_at
 
     def copy(self) -> FlatPlanner:

@@ -559,10 +559,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print_eet(eet_named)
     if not args.quiet:
+        from cobaltlite.compiled import STATUS
+
         for report, elapsed in reports:
             jobs = len(report.result.outcomes)
             _say(f"qsim: {report.settings.policy.name}: {jobs} jobs in {elapsed:.2f} s "
-                 f"({jobs / max(elapsed, 1e-9):,.0f} jobs/s)")
+                 f"({jobs / max(elapsed, 1e-9):,.0f} jobs/s; job log and series: {STATUS})")
     empty = [report.settings.policy.name for report, _ in reports if not report.result.outcomes]
     if empty:
         # A window after the trace's end, or every job too big: metrics of nothing mean nothing.

@@ -15,6 +15,10 @@ quoted user, queue and account, its size, wall time and submit time) in the sort
 format_record gives records.py's fields; tests/test_joblog.py checks byte for byte, on random
 jobs, that both write the same lines. The rare records (A, R, FAIL) take the general path.
 Records are gathered in memory and written in blocks.
+
+Where cobaltlite.compiled says so, the Q, S and E records are written in C
+(CompiledAccountingObserver, cobaltlite/_speedups.c: a third of the Python writer's time on
+SDSC-BLUE, docs/benchmarks.md); tests/test_speedups.py checks both write the same bytes.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from cobaltlite.accounting import (
     quote_value,
     record_stamp,
 )
+from cobaltlite.compiled import COMPILED
 from cobaltlite.jobs.records import JobFacts, queued_fields
 from cobaltlite.qsim.engine import ReplayObserver, SimJob
 from cobaltlite.timefmt import format_hms
@@ -50,7 +55,9 @@ def _quoted(known: dict[str, str], name: str) -> str:
     return text
 
 
-class AccountingObserver(ReplayObserver):
+class PureAccountingObserver(ReplayObserver):
+    """The job log in Python: the reference for CompiledAccountingObserver's bytes."""
+
     def __init__(self, path: Path) -> None:
         self._log = AccountingLog(path)
         self._lines: list[str] = []
@@ -65,7 +72,10 @@ class AccountingObserver(ReplayObserver):
         self._stamp = ""
 
     def _write(self, now: float, kind: str, ident: object, fields: dict[str, object]) -> None:
-        self._lines.append(format_record(now, kind, ident, fields) + "\n")
+        self._append(format_record(now, kind, ident, fields) + "\n")
+
+    def _append(self, record: str) -> None:
+        self._lines.append(record)
 
     def submitted(self, job: SimJob, now: float) -> None:
         if now != self._when:
@@ -136,3 +146,36 @@ class AccountingObserver(ReplayObserver):
         self._log.write_formatted("".join(self._lines))
         self._lines.clear()
         self._log.close()
+
+
+
+AccountingObserver: type[PureAccountingObserver] = PureAccountingObserver
+"""The job log Qsim writes: CompiledAccountingObserver where cobaltlite.compiled says the
+compiled parts run, else PureAccountingObserver (the same bytes)."""
+
+if COMPILED:
+    from cobaltlite._speedups import JobLog
+
+    _QUOTED_ASCII = bytes(quote_value(chr(code)) != chr(code) for code in range(128))
+    """For each ASCII code, whether quote_value quotes a value holding it: JobLog leaves an
+    ASCII value without any of them as it is and passes every other value to quote_value."""
+
+    class CompiledAccountingObserver(JobLog, PureAccountingObserver):
+        """PureAccountingObserver's bytes, its Q, S and E records written by JobLog in C
+        (first in the method order) and its A, R and FAIL records by its Python methods,
+        appended to JobLog's records in order. PureAccountingObserver's own per-job state is
+        not made: JobLog keeps its own."""
+
+        def __init__(self, path: Path) -> None:
+            self._log = AccountingLog(path)
+            JobLog.__init__(self, self._log.write_encoded, record_stamp, quote_value,
+                            format_hms, format_record, _QUOTED_ASCII)
+
+        def _append(self, record: str) -> None:
+            self.append(record)
+
+        def close(self) -> None:
+            self.flush()
+            self._log.close()
+
+    AccountingObserver = CompiledAccountingObserver
