@@ -176,9 +176,9 @@ def test_a_planner_moved_to_a_later_present_plans_as_a_new_one_holding_its_reser
 def test_a_planner_given_its_reservations_at_once_plans_as_one_holding_them(
         intrepid: bool, running: list[tuple[int, int]], held: list[tuple[int, float, float]],
         ops: list[tuple]) -> None:
-    """`BGPPlanner.holding` (the reservations kept as a list, indexed only at the next
-    reservation, however many they are) answers every question as a planner given the same
-    reservations one by one with `hold`, before and after it reserves more."""
+    """`BGPPlanner.holding` (the reservations kept as a list, indexed only at its first
+    search or reservation, however many they are) answers every question as a planner given
+    the same reservations one by one with `hold`, before and after it reserves more."""
     machine = _INTREPID if intrepid else _FIG1
     names = machine.names
     now = 10.0

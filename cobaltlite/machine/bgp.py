@@ -462,10 +462,10 @@ class BGPPlanner:
                 reservations: list[tuple[float, float, int]]) -> BGPPlanner:
         """A planner of `machine` from `now` holding `reservations` (the list becomes its
         own), each as the planner keeps one: (start, end, mask of the blocks it holds: a
-        block's `conflict`). It answers as one given them by `hold`, indexed only if it
-        reserves more (`_hold`): made for a question about placing a job around them (a
-        pass's turn for a job of a plan taken up, scheduler/plan.py's `block_a_pass_starts`),
-        where building the index would cost more than the question."""
+        block's `conflict`). It answers as one given them by `hold`, indexed only once it
+        searches or reserves (`_indexed`): made where building the index may cost more than
+        the questions (a pass's turn for a job of a plan taken up, scheduler/plan.py's
+        `block_a_pass_starts`; a plan cut and taken up by a pass that may reserve nothing)."""
         planner = cls(machine, now)
         planner._reservations = reservations
         return planner
@@ -489,15 +489,21 @@ class BGPPlanner:
         if stop < start:
             raise MachineError(f"a reservation cannot end ({stop}) before it starts ({start})")
         self._reservations.append((start, stop, mask))
-        busy = self._busy
-        if busy is None:
-            if len(self._reservations) < self.index_from:
-                return
-            busy = self._busy = [None] * len(self._m.names)
-            for start, stop, mask in self._reservations:
-                _index(busy, start, stop, self._m.members(mask), None)
+        if self._busy is None:
+            self._indexed()  # from index_from reservations on: all of them, this one too
             return
-        _index(busy, start, stop, self._m.members(mask), self._gaps)
+        _index(self._busy, start, stop, self._m.members(mask), self._gaps)
+
+    def _indexed(self) -> list[tuple[list[float], list[float]] | None] | None:
+        """The index, made of every reservation held when there are `index_from` or more and
+        none was made yet (a planner made by `holding` indexes only once it must)."""
+        busy = self._busy
+        if busy is None and len(self._reservations) >= self.index_from:
+            busy = self._busy = [None] * len(self._m.names)
+            members = self._m.members
+            for start, stop, mask in self._reservations:
+                _index(busy, start, stop, members(mask), None)
+        return busy
 
     def location_now(
         self, nodes: int, duration: float, allowed: PlaceSet | None = None
@@ -552,7 +558,7 @@ class BGPPlanner:
         those free as early), reserving nothing; (inf, -1) when none is in service."""
         m = self._m
         free_at = self._block_free_times()
-        busy = self._busy if duration > 0 else None
+        busy = self._indexed() if duration > 0 else None
         if (busy is not None and (not_before is None or not_before <= self._now)
                 and len(self._reservations) >= self.tails_from):
             # Free times are never before now, so such a `not_before` changes nothing.
