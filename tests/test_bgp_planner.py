@@ -121,13 +121,17 @@ def test_the_per_block_index_plans_as_the_reservation_list(
                         max_size=6),
        plan=st.lists(st.tuples(st.sampled_from(["reserve", "start", "hold"]),
                                st.integers(0, 226), offsets, durations), max_size=30),
-       later=st.sampled_from([2.5, 5.0, 10.0, 20.0]), ops=operations)
+       later=st.sampled_from([2.5, 5.0, 10.0, 20.0]), ops=operations,
+       tails_from=st.sampled_from([0, 16]), early=st.sampled_from([False, False, True]))
 def test_a_planner_moved_to_a_later_present_plans_as_a_new_one_holding_its_reservations(
         intrepid: bool, running: list[tuple[int, int]], plan: list[tuple[str, int, float, float]],
-        later: float, ops: list[tuple]) -> None:
+        later: float, ops: list[tuple], tails_from: int, early: bool) -> None:
     """`BGPPlanner.advance`: a plan made at 0 (reservations, and jobs started on it, which
     the machine holds from then on), moved to `later` once the jobs ending by then have given
-    their blocks back, answers as `machine.planner(later)` holding the same reservations."""
+    their blocks back, answers as `machine.planner(later)` holding the same reservations.
+    Also when every job gives its blocks back by then, some before their end (`early`: free
+    times fall, so the gap bounds of before the move are no longer kept), and with the gap
+    bounds made from the first question of the plan (`tails_from` 0)."""
     machine = _INTREPID if intrepid else _FIG1
     names = machine.names
     ends: dict[int, float] = {}
@@ -138,6 +142,7 @@ def test_a_planner_moved_to_a_later_present_plans_as_a_new_one_holding_its_reser
                 machine.allocate(name, k, float(left))
                 ends[k] = float(left)
         planner = machine.planner(0.0)
+        planner.tails_from = tails_from
         for k, (kind, block, start, length) in enumerate(plan, start=len(running)):
             size = machine.sizes[block % len(machine.sizes)]
             if kind == "reserve":
@@ -151,7 +156,7 @@ def test_a_planner_moved_to_a_later_present_plans_as_a_new_one_holding_its_reser
                     planner.commit(location, length)
                     ends[k] = length
         for jobid, end in ends.items():
-            if end <= later:
+            if end <= later or early:
                 machine.release(jobid)
         planner.advance(later)
         fresh = machine.planner(later)
@@ -221,6 +226,37 @@ def test_a_reservation_starting_as_a_job_would_end_leaves_its_block_to_it() -> N
         assert planner.location_now(512, 6.0) is None
         assert planner.reserve_earliest(512, 5.0) == (0.0, "B")
         assert planner.reserve_earliest(512, 5.0) == (10.0, "B")
+
+
+def test_a_planner_moved_past_a_job_ended_early_makes_its_gap_bounds_again() -> None:
+    """`advance` keeps the gap bounds and tails only when no block's free time fell (random
+    plans rarely build them before a move): a job ending before its time frees its block at
+    the new present, not at the end the old tails hold; one ending as planned leaves the
+    bounds kept, and a gap they bound is still found; a job started at the move past the last
+    reservation of its block moves that block's tail."""
+    index = _FIG1.index
+    # B is booked over [30, 40) and held by a job until 20: at 10, with that job ended early,
+    # ending as planned, or replaced by one until 45, jobs of 5 and 15 seconds start at ...
+    for case, fits in (("early", (10.0, 10.0)), ("planned", (20.0, 40.0)),
+                       ("longer", (45.0, 45.0))):
+        _FIG1.allocate("B", 1, 20.0)
+        try:
+            planner = _FIG1.planner(0.0)
+            planner.index_from = planner.tails_from = 0
+            planner.book(frozenset({"B"}), 30.0, 40.0, wires=False)
+            for block in ("A", "C", "D", "E", "F", "G", "H"):
+                planner.book(frozenset({block}), 0.0, 50.0, wires=False)
+            assert planner.earliest_on(1 << index["B"], 5.0) == (20.0, index["B"])
+            if case != "planned":
+                _FIG1.release(1)
+            if case == "longer":
+                _FIG1.allocate("B", 2, 45.0)
+            planner.advance(10.0)
+            assert [planner.earliest_on(1 << index["B"], run) for run in (5.0, 15.0)] == [
+                (fit, index["B"]) for fit in fits], case
+        finally:
+            for jobid in list(_FIG1.held_by()):
+                _FIG1.release(jobid)
 
 
 def test_a_gap_is_found_however_the_blocks_tails_fall() -> None:

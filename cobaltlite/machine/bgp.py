@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from math import nextafter
+from operator import ge
 
 from cobaltlite.errors import MachineError
 from cobaltlite.machine.bits import iter_bits
@@ -454,6 +455,8 @@ class BGPPlanner:
         """Per block: the (starts, ends) of its reserved pieces, or None when nothing is
         reserved on it; the whole index is None until `index_from` reservations are made."""
         self._gaps: _Gaps | None = None
+        self._moved: tuple[_Gaps, list[float]] | None = None
+        """The gaps and free times from before `advance`, while no call has needed them."""
         """The blocks' tails and gap bounds, made by the first `earliest_on` on the index (they
         need the free times), then kept with it."""
 
@@ -492,6 +495,7 @@ class BGPPlanner:
         if self._busy is None:
             self._indexed()  # from index_from reservations on: all of them, this one too
             return
+        self._moved = None  # it would miss this reservation
         _index(self._busy, start, stop, self._m.members(mask), self._gaps)
 
     def _indexed(self) -> list[tuple[list[float], list[float]] | None] | None:
@@ -594,8 +598,10 @@ class BGPPlanner:
         `machine.planner(now)` would give, holding the same reservations. Only right when the
         reservations made before still stand (scheduler/plan.py, `LastReservations`)."""
         self._now = now
+        if self._gaps is not None and self._free_at is not None:
+            self._moved = (self._gaps, self._free_at)
         self._free_at = None  # the machine's jobs now, as the next call computes them
-        self._gaps = None  # the tails start from the free times: rebuilt with them
+        self._gaps = None  # the tails start from the free times: rebuilt, or `_moved` taken up
 
     def _earliest_by_tails(self, busy: list[tuple[list[float], list[float]] | None],
                            free_at: list[float], blocks: int, duration: float
@@ -608,7 +614,7 @@ class BGPPlanner:
             return INF, -1
         gaps = self._gaps
         if gaps is None:
-            gaps = self._gaps = _Gaps(busy, free_at)
+            gaps = self._gaps = self._gaps_moved(free_at) or _Gaps(busy, free_at)
         tail, roomy = gaps.tail, gaps.roomy
         best_i = min(members, key=tail.__getitem__)  # the first in name order of the lowest
         best_t = tail[best_i]
@@ -629,6 +635,22 @@ class BGPPlanner:
                 best_i, best_t = i, t
         return best_t, best_i
 
+    def _gaps_moved(self, free_at: list[float]) -> _Gaps | None:
+        """The gaps from before `advance` at the free times `free_at`, when no block's free
+        time is earlier than it was (a forked replay's plan: no job ended early, none overdue
+        then, no block came back): each walk then starts no earlier, so a bound still holds
+        (the walk from a later time meets each piece it reaches with a time no earlier, and
+        slides past it too), and each tail is the later of the old tail and the free time,
+        as `_Gaps` would make it. None otherwise: made afresh."""
+        moved, self._moved = self._moved, None
+        if moved is None:
+            return None
+        gaps, before = moved
+        if not all(map(ge, free_at, before)):
+            return None
+        gaps.tail = list(map(max, gaps.tail, free_at))
+        return gaps
+
     def hold(self, block: int, start: float, duration: float) -> None:
         """Reserve block number `block` (of `BGPMachine.names`) from `start` for `duration`
         seconds, as `reserve_earliest` reserves the block it finds."""
@@ -643,6 +665,7 @@ class BGPPlanner:
             None if pieces is None else (list(pieces[0]), list(pieces[1]))
             for pieces in self._busy]
         other._gaps = None if self._gaps is None else self._gaps.copy()
+        other._moved = None
         return other
 
     def plan_now(self, nodes: int, duration: float, allowed: PlaceSet | None = None) -> bool:
