@@ -562,7 +562,9 @@ class BGPPlanner:
         those free as early), reserving nothing; (inf, -1) when none is in service."""
         m = self._m
         free_at = self._block_free_times()
-        busy = self._indexed() if duration > 0 else None
+        busy = self._busy if duration > 0 else None
+        if busy is None and duration > 0:  # not yet indexed (a planner made by `holding`)
+            busy = self._indexed()
         if (busy is not None and (not_before is None or not_before <= self._now)
                 and len(self._reservations) >= self.tails_from):
             # Free times are never before now, so such a `not_before` changes nothing.
