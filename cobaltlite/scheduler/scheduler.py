@@ -23,7 +23,8 @@ The order of one pass, which docs/architecture.md restates for users:
      L waiting jobs that a branch and bound picks within every waiting job's slack, then
      backfill conservatively (with W > 1, as conservative). On a flat machine the search's
      base plan is conservative's kept plan, and the chosen combination's plan is the
-     conservative pass, kept in turn (`_slack_pass`).
+     conservative pass, kept in turn (`_slack_pass`). The step repeats over the jobs left
+     while it starts one (the search compares the combinations left anew, D001-5).
 
 A pass starts everything that can start at this instant, so Qsim runs one pass per event time.
 
