@@ -167,6 +167,46 @@ def test_a_planner_moved_to_a_later_present_plans_as_a_new_one_holding_its_reser
             machine.release(jobid)
 
 
+@settings(max_examples=100, deadline=None)
+@given(intrepid=st.sampled_from([False, True]),
+       running=st.lists(st.tuples(st.integers(0, 226), st.sampled_from([-5, 5, 10, 20])),
+                        max_size=6),
+       held=st.lists(st.tuples(st.integers(0, 226), offsets, durations), max_size=30),
+       ops=operations)
+def test_a_planner_given_its_reservations_at_once_plans_as_one_holding_them(
+        intrepid: bool, running: list[tuple[int, int]], held: list[tuple[int, float, float]],
+        ops: list[tuple]) -> None:
+    """`BGPPlanner.holding` (the reservations kept as a list, indexed only at the next
+    reservation, however many they are) answers every question as a planner given the same
+    reservations one by one with `hold`, before and after it reserves more."""
+    machine = _INTREPID if intrepid else _FIG1
+    names = machine.names
+    now = 10.0
+    try:
+        for k, (block, left) in enumerate(running):
+            name = names[block % len(names)]
+            if (machine._available >> machine.index[name]) & 1:
+                machine.allocate(name, k, now + left)
+        reservations = [(block % len(names), now + start, length)
+                        for block, start, length in held]
+        given = BGPPlanner.holding(machine, now, [
+            (start, start + length, machine.conflict[block])
+            for block, start, length in reservations])
+        one_by_one = machine.planner(now)
+        for block, start, length in reservations:
+            one_by_one.hold(block, start, length)
+        places = frozenset(names[:40])
+        for op in ops:
+            if op[0] == "copy":
+                given, one_by_one = given.copy(), one_by_one.copy()
+                continue
+            assert (_apply(given, op, machine, places, now)
+                    == _apply(one_by_one, op, machine, places, now)), op
+    finally:
+        for jobid in list(machine.held_by()):
+            machine.release(jobid)
+
+
 def test_a_reservation_starting_as_a_job_would_end_leaves_its_block_to_it() -> None:
     """The boundary case of both ways, which random plans rarely hit: a block booked over
     [5, 10) is free now for a job of 5 seconds, not for one of 6, and a 5-second job reserved

@@ -33,3 +33,12 @@ def test_every_script_in_bin_answers_help(script: str) -> None:
                          capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, f"bin/{script} --help:\n{ran.stdout}{ran.stderr}"
     assert "usage" in ran.stdout.lower()
+
+
+def test_the_scrape_benchmark_runs() -> None:
+    """bin/benchmark's scrape row answers the monitor's calls as the queue manager would; a call
+    the monitor gains must be answered there too (seconds, unlike the other rows)."""
+    ran = subprocess.run([sys.executable, str(ROOT / "bin" / "benchmark"), "--only", "prometheus",
+                          "--repeat", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert "Prometheus scrape over HTTP" in ran.stdout

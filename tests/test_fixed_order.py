@@ -11,7 +11,15 @@ import dataclasses
 
 from hypothesis import given
 from hypothesis import strategies as st
-from test_scheduler_properties import BGP, FLAT4, FLAT8, SCHEMES, SETTINGS, workloads
+from test_scheduler_properties import (
+    BGP,
+    FLAT4,
+    FLAT8,
+    SCHEMES,
+    SETTINGS,
+    with_dependencies_and_failures,
+    workloads,
+)
 
 from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.policy.utility import FIXED_ORDERS, builtin_policy
@@ -33,13 +41,7 @@ def test_a_fixed_order_replays_exactly_as_scoring_every_pass(data):
     name = data.draw(st.sampled_from(sorted(FIXED_ORDERS)))
     window = data.draw(st.sampled_from([1, 1, 2]))
     jobs = data.draw(workloads(kind, max_jobs=14))
-    ids = [j.jobid for j in jobs]
-    for job in jobs:  # some jobs wait for others (a missing parent leaves them held)
-        job.dependencies = tuple(data.draw(st.lists(st.sampled_from([*ids, 999]), max_size=1)))
-    units = kind.build().failure_units()
-    failures = sorted(data.draw(st.lists(
-        st.builds(FailureEvent, st.integers(0, 60), st.sampled_from(units)), max_size=3)),
-        key=lambda f: (f.time, f.component))
+    failures = with_dependencies_and_failures(data, kind, jobs)
     fixed = builtin_policy(name)
     assert fixed.rank_key is not None
     scored = dataclasses.replace(fixed, rank_key=None)

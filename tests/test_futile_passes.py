@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from test_scheduler_properties import BGP, FLAT4, FLAT8, SCHEMES, SETTINGS, workloads
+from test_scheduler_properties import (
+    BGP,
+    FLAT4,
+    FLAT8,
+    SCHEMES,
+    SETTINGS,
+    with_dependencies_and_failures,
+    workloads,
+)
 
-from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.machine.catalog import load_description
 from cobaltlite.machine.runtime import build_machine
 from cobaltlite.policy.utility import builtin_policy
@@ -37,13 +44,7 @@ def test_leaving_out_futile_passes_changes_no_replay(data):
     policy = data.draw(st.sampled_from(["fcfs", "wfp3", "unicef"]))
     window = data.draw(st.sampled_from([1, 1, 2]))
     jobs = data.draw(workloads(kind, max_jobs=14))
-    ids = [j.jobid for j in jobs]
-    for job in jobs:  # some jobs wait for others (a missing parent leaves them held)
-        job.dependencies = tuple(data.draw(st.lists(st.sampled_from([*ids, 999]), max_size=1)))
-    units = kind.build().failure_units()
-    failures = sorted(data.draw(st.lists(
-        st.builds(FailureEvent, st.integers(0, 60), st.sampled_from(units)), max_size=3)),
-        key=lambda f: (f.time, f.component))
+    failures = with_dependencies_and_failures(data, kind, jobs)
     got = replay(jobs, kind, scheme, policy, window, failures, skip=True)
     want = replay(jobs, kind, scheme, policy, window, failures, skip=False)
     assert repr(got.outcomes) == repr(want.outcomes), f"{policy} {scheme} W={window}"

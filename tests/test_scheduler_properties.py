@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_lublin_oracle import oracle
 
+from cobaltlite.faults.sources import FailureEvent
 from cobaltlite.machine.bgp import BGPMachine
 from cobaltlite.machine.description import BGPDescription, BlockSpec, FlatDescription
 from cobaltlite.machine.runtime import build_machine
@@ -118,6 +119,20 @@ def workloads(
             run = draw(st.integers(1, 60))
         jobs.append(TraceJob(jobid, submit, run, requested, draw(size)))
     return jobs
+
+
+def with_dependencies_and_failures(
+    data: st.DataObject, kind: MachineKind, jobs: list[TraceJob],
+) -> list[FailureEvent]:
+    """Make some of `jobs` wait for others (a missing parent, 999, leaves them held) and draw up
+    to three failures of the machine's units in the first minute, in time order."""
+    ids = [j.jobid for j in jobs]
+    for job in jobs:
+        job.dependencies = tuple(data.draw(st.lists(st.sampled_from([*ids, 999]), max_size=1)))
+    units = kind.build().failure_units()
+    return sorted(data.draw(st.lists(
+        st.builds(FailureEvent, st.integers(0, 60), st.sampled_from(units)), max_size=3)),
+        key=lambda f: (f.time, f.component))
 
 
 def replay(jobs, kind: MachineKind, backfill: str, policy: str = "fcfs"):

@@ -257,17 +257,23 @@ def test_fairshare_ranked_per_user_estimates_as_passes_scoring_every_job(
 
 @settings(max_examples=100, deadline=None)
 @given(nodes=st.integers(4, 16), failed=st.lists(st.integers(0, 15), max_size=3),
-       policy=st.sampled_from(["fcfs", "default", "high_prio"]),
+       policy=st.sampled_from(["fcfs", "default", "high_prio", "balanced"]),
        running=st.lists(st.tuples(st.integers(1, 6), st.integers(-20, 60)), max_size=5),
-       queued=st.lists(st.tuples(st.integers(1, 16), st.integers(1, 60), st.integers(0, 3),
+       queued=st.lists(st.tuples(st.integers(1, 16), st.integers(1, 60), st.integers(-2, 3),
                                  st.integers(0, 2)), min_size=1, max_size=30))
+# balanced with every queued time at most 0 at the fork's start (a job submitted after it)
+# scores every job 0 then (job id order), and ranks by queued time later: not one order.
+@example(nodes=4, failed=[], policy="balanced", running=[(1, 1)],
+         queued=[(4, 1, -1, 0), (1, 2, 0, 0)])
 def test_one_conservative_plan_gives_every_start_of_the_forward_replay(
         nodes: int, failed: list[int], policy: str, running: list[tuple[int, int]],
         queued: list[tuple[int, int, int, int]]) -> None:
-    """Conservative backfilling, a fixed rank order, a flat machine: after the passes at the
-    fork's first instant, the reservations of one plan of the queue are the starts the forward
-    replay finds pass after pass (overdue running jobs, failed nodes, equal submissions and
-    queue priorities included; jobs larger than the nodes in service never start)."""
+    """Conservative backfilling, a fixed rank order (`balanced` with its default factor
+    ranks as FCFS), a flat machine: after the passes at the fork's first instant, the
+    reservations of one plan of the queue are the starts the forward replay finds pass after
+    pass (overdue running jobs, failed nodes, equal submissions and queue priorities, jobs
+    submitted after the fork's start included; jobs larger than the nodes in service never
+    start)."""
     machine = build_machine(load_description(f"flat:{nodes}"))
     for node in failed:
         if node < nodes:
@@ -330,19 +336,21 @@ may use a few blocks of midplanes A, B and E only."""
 @settings(max_examples=100, deadline=None)
 @given(intrepid=st.sampled_from([False, False, True]), failed=st.lists(st.integers(0, 40),
                                                                         max_size=2),
-       policy=st.sampled_from(["fcfs", "default", "high_prio"]), mapped=st.booleans(),
+       policy=st.sampled_from(["fcfs", "default", "high_prio", "balanced"]),
+       mapped=st.booleans(),
        running=st.lists(st.tuples(st.integers(0, 6), st.integers(-20, 60)), max_size=6),
-       queued=st.lists(st.tuples(st.integers(0, 6), st.integers(1, 60), st.integers(0, 3),
+       queued=st.lists(st.tuples(st.integers(0, 6), st.integers(1, 60), st.integers(-1, 3),
                                  st.integers(0, 2), st.booleans()), min_size=1, max_size=30))
 def test_the_followed_plan_gives_every_start_of_the_forward_replay_on_blue_gene(
         intrepid: bool, failed: list[int], policy: str, mapped: bool,
         running: list[tuple[int, int]], queued: list[tuple[int, int, int, int, bool]]) -> None:
-    """Conservative backfilling, a fixed rank order, Blue Gene/P: one plan after the fork's
-    first instant, followed forward and re-planned where a job starts on a cheaper block than
-    it had reserved (qsim/followed_plan.py), gives the starts the forward replay finds pass after
-    pass. On blocks inside blocks (128 to 4096 nodes, so the cheapest block is often not the
-    first free one) and on Intrepid, with overdue running jobs, failed midplanes, a queue mapped
-    to some blocks, equal submissions and queue priorities."""
+    """Conservative backfilling, a fixed rank order (`balanced` ranks as FCFS), Blue Gene/P:
+    one plan after the fork's first instant, followed forward and re-planned where a job
+    starts on a cheaper block than it had reserved (qsim/followed_plan.py), gives the starts
+    the forward replay finds pass after pass. On blocks inside blocks (128 to 4096 nodes, so
+    the cheapest block is often not the first free one) and on Intrepid, with overdue running
+    jobs, failed midplanes, a queue mapped to some blocks, equal submissions and queue
+    priorities, jobs submitted after the fork's start."""
     machine = _MACHINES["intrepid"] if intrepid else _MACHINES["fig1+"]
     sizes = sorted(machine.size_mask) if intrepid else BGP_SIZES
     components = machine.failure_units()
@@ -399,6 +407,12 @@ def test_the_followed_plan_gives_every_start_of_the_forward_replay_on_blue_gene(
 @example(spec="intrepid", policy="wfp3", failed=[0, 8], mapped=False,
          running=[(4, 0, 0), (6, 1, 0)],
          queued=[(0, 1, 0, 0, False)] * 19 + [(3, 1, 1, 0, False), (5, 1, 1, 0, False)])
+# A job ranked first whose reservation began started ahead of the top job on a cheaper block
+# than the one it had reserved: the plan is dropped (`LastReservations.take_off`).
+@example(spec="intrepid", policy="wfp3", failed=[0], mapped=False, running=[],
+         queued=[(0, 1, 0, 0, False)] * 11 + [
+             (3, 5, 1, 0, False), (4, 1, 1, 0, False), (4, 1, 1, 0, False), (4, 5, 0, 0, False),
+             (5, 1, 0, 0, False), (6, 1, 1, 0, False)])
 def test_conservative_passes_holding_the_last_plan_again_estimate_as_planning_afresh(
         spec: str, policy: str, failed: list[int], mapped: bool,
         running: list[tuple[int, int, int]], queued: list[tuple[int, int, int, int, bool]]

@@ -457,6 +457,19 @@ class BGPPlanner:
         """The blocks' tails and gap bounds, made by the first `earliest_on` on the index (they
         need the free times), then kept with it."""
 
+    @classmethod
+    def holding(cls, machine: BGPMachine, now: float,
+                reservations: list[tuple[float, float, int]]) -> BGPPlanner:
+        """A planner of `machine` from `now` holding `reservations` (the list becomes its
+        own), each as the planner keeps one: (start, end, mask of the blocks it holds: a
+        block's `conflict`). It answers as one given them by `hold`, indexed only if it
+        reserves more (`_hold`): made for a question about placing a job around them (a
+        pass's turn for a job of a plan taken up, scheduler/plan.py's `block_a_pass_starts`),
+        where building the index would cost more than the question."""
+        planner = cls(machine, now)
+        planner._reservations = reservations
+        return planner
+
     def _block_free_times(self) -> list[float]:
         # Computed only when a reservation is needed: most passes start jobs or find nothing free.
         if self._free_at is None:

@@ -319,9 +319,16 @@ def _unicef_on_arrays(queued_time, wall_time, size):
     return queued_time / (np.log2(np.maximum(size, 2)) * wall_time)
 
 
+def _balanced_on_arrays(queued_time, wall_time, max_queued_time, max_wall_time, min_wall_time):
+    """`balanced` on numpy arrays with its default balance factor, the only one scored on
+    arrays (`UtilityFunction.scores_arrays`): BF = 1 weighs S_r by 0, and 1·S_w + 0·S_r is S_w
+    exactly (S_r is finite and not negative), so S_r, half the work, is not computed."""
+    return 100.0 * queued_time / max_queued_time if max_queued_time > 0 else 0.0
+
+
 ARRAY_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     fat: _fat_on_arrays, wfp1: wfp1, wfp3: _wfp3_on_arrays, fcsj: fcsj, unicef: _unicef_on_arrays,
-    balanced: balanced}
+    balanced: _balanced_on_arrays}
 """Builtins -> a function that, called with numpy arrays of their numeric job inputs (the pass
 inputs, `balanced`'s queue statistics included, as numbers), scores a whole
 queue in one call: the builtin itself when written in arithmetic alone, else the same formula

@@ -121,13 +121,14 @@ def follow_the_plan(machine: BGPMachine, now: float, ranked: Sequence[SimJob],
         # The pass places this job around the reservations of the jobs ranked before it.
         while started[waiting]:  # the first job in rank order still waiting
             waiting += 1
-        chosen = block_a_pass_starts(machine, job, allowed(job), at, [
-            (starts[other], blocks[other]) for other in range(waiting, rank)
-            if not started[other]])
-        if chosen < 0:
+        where = block_a_pass_starts(machine, job, allowed(job), at, [
+            (starts[other], starts[other] + walls[other], conflict[blocks[other]])
+            for other in range(waiting, rank) if not started[other] and blocks[other] >= 0])
+        if where is None:
             raise AssertionError(f"job {job.jobid}: its reserved block "
                                  f"{names[blocks[rank]]} is not free at {at}")
-        start(rank, at, names[chosen])
+        start(rank, at, where)
+        chosen = index[where]
         if chosen != blocks[rank]:  # the jobs ranked after it may be placed otherwise now
             plan(rank + 1, at, conflict[blocks[rank]], conflict[chosen])
     return found

@@ -29,6 +29,7 @@ from cobaltlite.policy.utility import (
     JOB_INPUTS,
     PassInputs,
     UtilityFunction,
+    balanced,
     default,
     fcfs,
     high_prio,
@@ -44,7 +45,8 @@ _by_jobid = attrgetter("jobid")
 _by_score = attrgetter("score")
 FIXED_RANK_FUNCTIONS = (fcfs, default, high_prio)
 """Builtins whose rank order never changes while jobs wait: FCFS's scores all grow alike (exactly
-so when times are whole seconds, see fairness.py's `_whole_times`); the others ignore time."""
+so when times are whole seconds, see fairness.py's `_whole_times`); the others ignore time.
+`balanced` with balance factor 1 ranks as FCFS does too (`ranks_in_one_order`)."""
 
 
 class TargetStarted(Exception):
@@ -56,8 +58,8 @@ class ForkedReplay(Qsim):
     """The job whose start ends `run_to_target`."""
     fixed_order = False
     """Set when the queue's rank order is the same at every pass and the queue is resumed in
-    that order (`rank_is_fixed`): passes then see only the jobs that can matter
-    (`schedulable_jobs`)."""
+    that order (`ranks_in_one_order`, `_pruning_holds`): passes then see only the jobs that
+    can matter (`schedulable_jobs`)."""
     columns: WaitingColumns | None = None
     """Set (by `estimate_start_times`, after `resume`) when a pass may see only the jobs that
     can matter, found and ranked with array operations (`WaitingColumns.ranked_that_matter`);
@@ -91,7 +93,8 @@ class ForkedReplay(Qsim):
         them. Dropping them changes no start; the jobs kept are scored as the full queue would
         score them: FCFS's score and threshold, the queued time, are set here directly; the
         other FIXED_RANK_FUNCTIONS ignore time, so the scores the jobs were resumed with stand
-        (estimate_start_times scores them)."""
+        (estimate_start_times scores them), and `balanced`'s, which only scale with time, still
+        rank them as the full queue's would (bare scores: no job passes the top one)."""
         if not self.fixed_order:
             return super().schedulable_jobs()
         idle = self._machine.idle_nodes()
@@ -188,7 +191,7 @@ class WaitingColumns:
     kept already ranked (`ForkedReplay.ranked_jobs`), as Qsim hands a fixed-order queue: the
     policy gives bare scores, so the pass reads no score.
 
-    `fixed`: `jobs` come in rank order, which every pass keeps (`rank_is_fixed`). Otherwise
+    `fixed`: `jobs` come in rank order, which every pass keeps (`ranks_in_one_order`). Otherwise
     (`scores_in_one_go`) every pass scores all the jobs in one call of the policy's function
     on the columns. numpy's floating point may differ from Python's in the last bits, which can
     only swap jobs whose array scores lie within SCORE_BAND of each other: those jobs are scored
@@ -241,6 +244,9 @@ class WaitingColumns:
         numbers = {user: k for k, user in enumerate(users)}
         self._user = np.array([numbers[job.user_name] for job in self._jobs] if users else [],
                               dtype=np.int64)
+        self._least: int | None = None
+        """`reserving`: the least size of the waiting jobs (None: to be found again), kept
+        until a job of that size starts, so that a pass no job fits costs no array work."""
         self._queued = np.ones(len(self._jobs), dtype=bool)
         """The jobs not started, those no place can hold included: a full pass scores them
         all, so the queue statistics some policies read (`balanced`) are taken over them."""
@@ -248,6 +254,8 @@ class WaitingColumns:
     def started(self, jobid: int) -> None:
         i = self._index[jobid]
         self._waiting[i] = self._queued[i] = False
+        if self._size[i] == self._least:
+            self._least = None  # it may have been the only one of that size
         stats = self._queue_stats
         if stats is not None and (self._submit[i] == stats[0]
                                   or self._columns["wall_time"][i] in stats[1:]):
@@ -258,11 +266,18 @@ class WaitingColumns:
         job fits (the pass would start nothing)."""
         np = self._np
         waiting = self._waiting
+        if self._reserving:
+            least = self._least
+            if least is None:
+                if not waiting.any():
+                    return []
+                least = self._least = int(self._size[waiting].min())
+            if idle < least:
+                return []
+            return self._ranked_to_the_last_that_fits(idle, now, inputs)
         kept = waiting & (self._size <= idle)
         if not kept.any():
             return []
-        if self._reserving:
-            return self._ranked_to_the_last_that_fits(idle, now, inputs)
         jobs = self._jobs
         if self._fixed:
             others = np.flatnonzero(waiting & ~kept)
@@ -318,15 +333,20 @@ class WaitingColumns:
         if scores is None:
             return self._waiting_ranked_exactly(now, inputs)
         chosen = self._by_array_score(scores)
-        last = int(np.flatnonzero(self._size[chosen] <= idle)[-1])
+        cut = len(chosen)
+        # Most often the job ranked last fits (small jobs rank low under most policies), and
+        # every job is handed.
+        if self._size[chosen[-1]] > idle:
+            cut = int(np.flatnonzero(self._size[chosen] <= idle)[-1]) + 1
         if self._exact:
-            return self._objects[chosen[:last + 1]].tolist()
+            return self._objects[chosen[:cut]].tolist()
         close = scores[chosen]
         ties = self._near_ties(close)
-        # Past the jobs whose array scores nearly tie with the last that fits: the exact
-        # order may put any of them before it.
-        beyond = np.flatnonzero(~ties[last:])
-        cut = last + 1 + (int(beyond[0]) if beyond.size else len(chosen) - 1 - last)
+        if cut < len(chosen):
+            # Past the jobs whose array scores nearly tie with the last that fits: the exact
+            # order may put any of them before it.
+            beyond = np.flatnonzero(~ties[cut - 1:])
+            cut += int(beyond[0]) if beyond.size else len(chosen) - cut
         return self._in_exact_order(chosen[:cut], close[:cut], ties[:cut - 1], now, inputs)
 
     def _in_exact_order(self, chosen: Any, close: Any, gaps: Any, now: float,
@@ -371,7 +391,11 @@ class WaitingColumns:
     def _near_ties(self, close: Any) -> Any:
         """For each neighbouring pair of the array scores `close` (highest first), whether the
         two lie within SCORE_BAND of each other, where the exact scores may rank them apart
-        the other way round."""
+        the other way round; or a few more pairs: when no score is below 0 (the last, the
+        lowest), a + b <= 2a for neighbours a >= b, a bound one array operation cheaper, and
+        a pair scored exactly that did not need it changes no rank (`_in_exact_order`)."""
+        if close.size and close[-1] >= 0:
+            return close[:-1] - close[1:] <= (2 * SCORE_BAND) * close[:-1]
         size = self._np.abs(close)
         return close[:-1] - close[1:] <= SCORE_BAND * (size[:-1] + size[1:])
 
@@ -475,13 +499,15 @@ def estimate_start_times(
     # the idle nodes may not fit its region's; each region has a top job of its own): with
     # either, every pass sees all.
     prune = prune and not reservations and partitions is None
-    fork.fixed_order = prune and rank_is_fixed(policy, backfill, window, queue_config, policies)
+    one_order = ranks_in_one_order(policy, now, queued)
+    fork.fixed_order = prune and one_order and _pruning_holds(policy, backfill, window,
+                                                              queue_config, policies)
     in_one_go = prune and scores_in_one_go(policy, backfill, window, queue_config, policies)
     reserving = prune and scored_conservative_in_one_go(machine, policy, backfill, window,
                                                         queue_config, policies)
     fork.queue_places = dict(queue_places or {})
-    planned = prune and plan_is_the_schedule(machine, policy, backfill, window, queue_config,
-                                             policies, fork.queue_places, queued)
+    planned = prune and one_order and plan_is_the_schedule(
+        machine, policy, backfill, window, queue_config, policies, fork.queue_places, queued)
     # Fresh copies (a new job's status), as fairness.py's forks build theirs.
     ending = [replace(job, run_time=max(job.wall_time, now - job.start_time),
                       status=lifecycle.NEW) for job in running]
@@ -537,16 +563,17 @@ def plan_is_the_schedule(machine: Machine, policy: UtilityFunction, backfill: Ba
                          window: int, queue_config: Sequence[Mapping[str, Any]] | None,
                          policies: Mapping[str, UtilityFunction] | None,
                          queue_places: Mapping[str, PlaceSet], queued: Sequence[SimJob]) -> bool:
-    """True when, after the passes at the fork's first instant, one conservative plan of the
-    queue gives every later start, so no later pass need run (docs/architecture.md, "Estimated
-    start times", the proofs): conservative backfilling with W = 1 and a fixed rank order
-    (`rank_is_fixed`'s other conditions), and no reservation (the caller checks that); on a
+    """True, for a policy ranking the queue in one order at every pass (`ranks_in_one_order`:
+    the caller checks it), when after the passes at the fork's first instant one conservative
+    plan of the queue gives every later start, so no later pass need run (docs/architecture.md,
+    "Estimated start times", the proofs): conservative backfilling with W = 1 and the rank
+    conditions (`_rank_holds`), and no reservation (the caller checks that); on a
     flat machine (its planner counts free nodes, so which nodes a job gets changes no later
     start) with no queue mapped to places, or on Blue Gene/P, where the plan is followed and
     re-planned where a job starts on another block than reserved (`follow_the_plan`), when
     every queued job asks for some time (a job of none ends at its start, which takes the
     fork one more pass at that instant)."""
-    if not (backfill is Backfill.CONSERVATIVE and policy.function in FIXED_RANK_FUNCTIONS
+    if not (backfill is Backfill.CONSERVATIVE
             and _rank_holds(policy, window, queue_config, policies)):
         return False
     if isinstance(machine, FlatMachine):
@@ -554,13 +581,19 @@ def plan_is_the_schedule(machine: Machine, policy: UtilityFunction, backfill: Ba
     return isinstance(machine, BGPMachine) and all(job.wall_time > 0 for job in queued)
 
 
-def rank_is_fixed(policy: UtilityFunction, backfill: Backfill, window: int,
-                  queue_config: Sequence[Mapping[str, Any]] | None = None,
-                  policies: Mapping[str, UtilityFunction] | None = None) -> bool:
-    """True when a fork may use `fixed_order`: the pruning holds (`_pruning_holds`) and
-    `policy` is one of FIXED_RANK_FUNCTIONS."""
-    return policy.function in FIXED_RANK_FUNCTIONS and _pruning_holds(
-        policy, backfill, window, queue_config, policies)
+def ranks_in_one_order(policy: UtilityFunction, now: float, queued: Sequence[SimJob]) -> bool:
+    """True when `policy` ranks the `queued` jobs in one order at every pass of a fork from
+    `now` (with `_rank_holds`' conditions): one of FIXED_RANK_FUNCTIONS, or `balanced` with
+    balance factor 1 (seed 000's FCFS): its score 100·q/q_max is S_w exactly (S_r weighs 0),
+    which grows with the queued time q (products and quotients round monotonically) over a
+    q_max common to every job, so it ranks by queued time and then job id as FCFS does (with
+    whole times below 2**45, distinct queued times keep distinct scores), when no job was
+    submitted after `now` (else every q may be at most 0 at first, all scores 0: job id order,
+    which FCFS does not give)."""
+    if policy.function in FIXED_RANK_FUNCTIONS:
+        return True
+    return (policy.function is balanced and policy.options.get("balance_factor", 1.0) == 1
+            and all(job.submit_time <= now for job in queued))
 
 
 def scores_in_one_go(policy: UtilityFunction, backfill: Backfill, window: int,

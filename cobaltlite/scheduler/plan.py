@@ -26,7 +26,7 @@ first, and the planner holding them, instead of searching for them again.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from itertools import compress, count
 from operator import attrgetter, is_not
 
@@ -205,9 +205,12 @@ class LastReservations:
     starts no later job either: places only go), and the jobs it reserves are added, each
     reserved with the same guarantee for the next pass.
 
-    A job started ahead of the top job (its block was not held at t1) leaves nothing to take
-    up, and a pass that starts jobs but plans nothing (they filled the machine) calls
-    `forget`. tests/test_start_estimates.py compares estimates with and without this.
+    The jobs a pass starts ahead of its top job (`take_off`) go by the same argument: when
+    they are the plan's first jobs, in order, each started on its reserved block at its
+    reserved start (now), they hold what their reservations held and the plan stands past
+    them, whether the pass then plans (`resume`) or they filled the machine; any other start
+    ahead of the top job took no reservation into account, and nothing of the plan is kept.
+    tests/test_start_estimates.py compares estimates with and without this.
     """
 
     def __init__(self, machine: BGPMachine, first_instant: float) -> None:
@@ -229,23 +232,36 @@ class LastReservations:
         self.starts.append(start)
         self.wheres.append(where)
 
-    def forget(self) -> None:
-        """A pass started jobs without planning (they filled the machine): its starts took
-        no reservation into account, so none may be taken up."""
-        del self.jobs[:], self.starts[:], self.wheres[:]
-        self._planner = None
+    def take_off(self, now: float, begun: Sequence[tuple[int, str]]) -> bool:
+        """The pass at `now` started the jobs `begun` ((jobid, block), in order) ahead of its
+        top job: when they are the plan's first jobs, each on its reserved block with its
+        reservation beginning now, they leave the plan and the rest stands (they hold what
+        their reservations held; the planner keeps those reservations, as of the jobs begun
+        in `_start_due`); else the plan is dropped. Return whether it stands."""
+        ahead = len(begun)
+        if ahead:
+            jobs, starts, wheres = self.jobs, self.starts, self.wheres
+            if ahead > len(jobs) or any(
+                    jobs[k].jobid != jobid or starts[k] != now or wheres[k] != where
+                    for k, (jobid, where) in enumerate(begun)):
+                del jobs[:], starts[:], wheres[:]
+                self._planner = None
+                return False
+            del jobs[:ahead], starts[:ahead], wheres[:ahead]
+        return True
 
-    def resume(self, now: float, jobs: Sequence[SchedulableJob],
-               places: Mapping[str, PlaceSet] | None,
+    def resume(self, now: float, begun: Sequence[tuple[int, str]],
+               jobs: Sequence[SchedulableJob], allowed: Callable[[SchedulableJob], PlaceSet | None],
                start: Callable[[SchedulableJob, str], bool]) -> tuple[BGPPlanner, int]:
-        """For the pass at `now`: a planner holding the kept reservations of the first jobs of
-        `jobs` (the pass's jobs from its top job on, in rank order; empty when a job started
-        ahead of the top job), and how many of `jobs` the pass has thereby planned. Those
-        whose reservation begins now are started with `start` (the scheduler's; `places`: the
-        queues' place sets) where the pass starts them (`_start_due`). The plan keeps the rest
-        alone; the pass plans the jobs after them and `add`s each job it reserves."""
+        """For the pass at `now`, which started the jobs `begun` ahead of its top job
+        (`take_off`): a planner holding the kept reservations of the first jobs of `jobs` (the
+        pass's jobs from its top job on, in rank order), and how many of `jobs` the pass has
+        thereby planned. Those whose reservation begins now are started with `start` (the
+        scheduler's; `allowed`: where it lets a job go) where the pass starts them
+        (`_start_due`). The plan keeps the rest alone; the pass plans the jobs after them and
+        `add`s each job it reserves."""
         same = 0
-        if self._made_at > self._first_instant:
+        if self.take_off(now, begun) and self._made_at > self._first_instant:
             # The first job ranked otherwise, found in C: the prefix runs to hundreds of jobs.
             kept = self.jobs
             same = next(compress(count(), map(is_not, kept, jobs)), min(len(kept), len(jobs)))
@@ -259,11 +275,11 @@ class LastReservations:
         else:
             planner = self._afresh(now, same, [])
         if now in self.starts:
-            return self._start_due(planner, now, same, places, start)
+            return self._start_due(planner, now, same, allowed, start)
         return planner, same
 
     def _start_due(self, planner: BGPPlanner, now: float, same: int,
-                   places: Mapping[str, PlaceSet] | None,
+                   allowed: Callable[[SchedulableJob], PlaceSet | None],
                    start: Callable[[SchedulableJob, str], bool]) -> tuple[BGPPlanner, int]:
         """Start the first `same` kept jobs whose reservation begins now (none is the top job:
         it would have started ahead of the planning) where the pass starts each at its turn:
@@ -273,27 +289,27 @@ class LastReservations:
         may be planned otherwise now: the plan ends with it. A refused start ends the plan
         before the job, which the pass then plans. Return the planner and how many jobs are
         planned."""
-        machine, index = self.machine, self.machine.index
+        machine, index, conflict = self.machine, self.machine.index, self.machine.conflict
+        jobs, starts, wheres = self.jobs, self.starts, self.wheres
         begun: list[int] = []
         for k in range(same):
-            if self.starts[k] != now:
+            if starts[k] != now:
                 continue
-            job = self.jobs[k]
-            allowed = None if places is None else places.get(job.queue)
-            before = [(self.starts[j], index[self.wheres[j]]) for j in range(k) if self.wheres[j]]
-            block = block_a_pass_starts(machine, job, allowed, now, before)
-            if block < 0:
-                raise AssertionError(f"job {job.jobid}: its reserved block {self.wheres[k]} "
+            job = jobs[k]
+            where = block_a_pass_starts(machine, job, allowed(job), now, [
+                (starts[j], starts[j] + jobs[j].wall_time, conflict[index[wheres[j]]])
+                for j in range(k) if wheres[j]])
+            if where is None:
+                raise AssertionError(f"job {job.jobid}: its reserved block {wheres[k]} "
                                      f"is not free at {now}")
-            where = machine.names[block]
             if not start(job, where):
                 return self._afresh(now, k, begun), k
             planner.commit(where, job.wall_time)  # as a pass commits each start
             begun.append(k)
-            if where != self.wheres[k]:
+            if where != wheres[k]:
                 return self._afresh(now, k + 1, begun), k + 1
         for k in reversed(begun):
-            del self.jobs[k], self.starts[k], self.wheres[k]
+            del jobs[k], starts[k], wheres[k]
         return planner, same
 
     def _afresh(self, now: float, end: int, begun: list[int]) -> BGPPlanner:
@@ -312,15 +328,10 @@ class LastReservations:
 
 
 def block_a_pass_starts(machine: BGPMachine, job: SchedulableJob, allowed: PlaceSet | None,
-                        at: float, before: Iterable[tuple[float, int]]) -> int:
-    """The block a conservative pass at `at` starts `job` on when its turn comes: of the blocks
-    of its size (within `allowed`) free now, the cheapest clear of the reservations `before`
-    ((start, block) of the jobs ranked before it, each beginning at `at` or later), as
-    `location_now` finds it on a planner holding them; -1 when none is."""
-    end = at + job.wall_time
-    conflict, held = machine.conflict, 0
-    for start, block in before:
-        if start < end:
-            held |= conflict[block]
-    candidates = machine.available_of_size(job.size, allowed) & ~held
-    return machine.cheapest(candidates, at, end) if candidates else -1
+                        at: float, before: list[tuple[float, float, int]]) -> str | None:
+    """The block a conservative pass at `at` starts `job` on when its turn comes: the one
+    `location_now` finds (within `allowed`) on a planner holding the reservations `before`
+    (of the jobs ranked before it, as `BGPPlanner.holding` takes them) and nothing else; None
+    when none is free and clear of them."""
+    return BGPPlanner.holding(machine, at, before).location_now(job.size, job.wall_time,
+                                                                allowed)

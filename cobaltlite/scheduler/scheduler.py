@@ -218,8 +218,8 @@ class Scheduler:
         booked = _booked_planner(machine, now, jobs, windows) if windows else None
         top_index = self._start_in_order(jobs, machine, now, report, booked)
         if top_index is None or not machine.has_free_capacity():
-            if report.started and self.last_reservations is not None:
-                self.last_reservations.forget()  # it did not plan around these starts
+            if self.last_reservations is not None:
+                self.last_reservations.take_off(now, report.started)
             return report  # everyone started, or nothing else can start at this instant
         if self.window > 1:
             self._place_windows(jobs[top_index:], machine, now, report, booked, windows)
@@ -286,8 +286,7 @@ class Scheduler:
         first = 0  # the jobs from the first on are to be reserved
         planner: Planner
         if last is not None and booked is None and machine is last.machine:
-            # A job started ahead of the top one in this pass: nothing of the last plan holds.
-            planner, first = last.resume(now, () if report.started else jobs, self._places,
+            planner, first = last.resume(now, report.started, jobs, self._allowed,
                                          lambda job, where: self._start(job, where, report))
             recorded = last
         elif booked is not None or self._places is not None or not isinstance(machine, FlatMachine):
