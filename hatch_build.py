@@ -1,8 +1,8 @@
-"""Builds cobaltlite/_speedups.c (Qsim's compiled job log and series, cobaltlite/compiled.py)
-into the wheel, or into the source tree for an editable install, with the C compiler Python
-was built with (or $CC). Without a compiler, or if the build fails, the install goes on with a
-one-line warning and cobaltlite runs its pure-Python twins (the same output, slower);
-COBALTLITE_PURE_BUILD=1 skips the build on purpose."""
+"""Builds cobaltlite/_speedups.c (Qsim's compiled job log and series and the EASY pass's filter,
+cobaltlite/compiled.py) into the wheel, or into the source tree for an editable install, with
+the C compiler Python was built with (or $CC). Without a compiler, or if the build fails, the
+install goes on with a one-line warning and cobaltlite runs its pure-Python twins (the same
+output, slower); COBALTLITE_PURE_BUILD=1 skips the build on purpose."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ SOURCE = Path("cobaltlite") / "_speedups.c"
 
 
 def _warn(why: str) -> None:
-    print(f"cobaltlite: warning: {why}; Qsim's job log and series run in pure Python "
-          "(the same output, slower)", file=sys.stderr)
+    print(f"cobaltlite: warning: {why}; the compiled parts (Qsim's job log and series, the "
+          "EASY filter) run in pure Python (the same output, slower)", file=sys.stderr)
 
 
 def compile_extension(root: Path, into: Path) -> Path | None:

@@ -4,6 +4,7 @@ from collections.abc import Callable, Sequence
 
 from cobaltlite.qsim.engine import SimJob
 from cobaltlite.qsim.outcome import JobOutcome
+from cobaltlite.scheduler.interfaces import SchedulableJob
 
 ABI: int
 
@@ -20,3 +21,6 @@ class JobLog:
 def series_columns(outcomes: Sequence[JobOutcome], fields: tuple[int, int, int, int],
                    machine_nodes: int, step: float, spans: tuple[float, ...], drop: int
                    ) -> tuple[list[float], ...] | None: ...
+
+def easy_candidates(waiting: list[SchedulableJob], idle: int, extra: int, now: float,
+                    shadow: float) -> list[SchedulableJob] | None: ...

@@ -12,6 +12,7 @@ starts applied by Qsim's own queue manager (queue, machine, running limits, usag
 replay, two more passes run at the same instant and must start nothing: one by the same
 scheduler (as the live scheduler's next pass: its kept plan and slack memory included) and one
 by a scheduler made afresh with the same settings and slack memory (as a fork's first pass).
+A slack pass gets there by repeating its step while it starts a job (docs/fairness.md D001-5).
 
 "Nothing changed" means the second passes see the queue as the pass saw it: its jobs less
 those it started, with the scores it ranked them by. Two things a start changes at the same
@@ -22,8 +23,7 @@ the order may change (found: flat:13, none, BF 0.5); and a start that brings its
 queue's maxrunning takes that user's other jobs out of the runnable ones (maxrun_hold,
 docs/operator-guide.md), after the pass drained for one of them (found: Blue Gene/P, EASY,
 maxrunning 2: without that top job a second pass backfills the job its drain held back). The
-live scheduler rescores at its next pass, a replay at its next event. Slack passes are
-allowed the combination their search chooses (`slack_choices`).
+live scheduler rescores at its next pass, a replay at its next event.
 
 Drawn: flat machines and a small Blue Gene/P table; backfill none, EASY, conservative and
 slack; allocation windows W = 1..3 and adaptive tuning of W and BF; fixed-order (fcfs) and
@@ -66,11 +66,9 @@ USERS = ("ann", "bob", "cy")
 # ---- the property -------------------------------------------------------------------------
 
 
-def replay_checking_fixed_point(qsim: Qsim, label: str, slack_may_choose: bool = True
-                                ) -> ReplayResult:
+def replay_checking_fixed_point(qsim: Qsim, label: str) -> ReplayResult:
     """Replay `qsim`, checking after each pass that a pass at the same instant, by the same
-    scheduler and by a fresh one, on the queue as the pass saw it, starts nothing
-    (`slack_may_choose`: but the combinations its slack search chooses, see `slack_choices`)."""
+    scheduler and by a fresh one, on the queue as the pass saw it, starts nothing."""
     scheduler = qsim.scheduler
     score = qsim.schedulable_jobs
     seen: list[SimJob] = []  # the jobs the pass scored, with the scores it ranked them by
@@ -91,10 +89,8 @@ def replay_checking_fixed_point(qsim: Qsim, label: str, slack_may_choose: bool =
         checking = True
         for who, again in (("the same scheduler", scheduler), ("a fresh scheduler",
                                                                 fresh_like(scheduler, qsim))):
-            forget_slack_choices(again)
             second = again.iterate()
-            chose = slack_choices(again) if slack_may_choose else set()
-            assert not [s for s in second.started if s[0] not in chose], (
+            assert not second.started, (
                 f"[{label}] at t={now} the pass started {report.started} (drain "
                 f"{report.drain}, window {report.reserved}); a second pass by {who} at the "
                 f"same instant started {second.started}")
@@ -104,33 +100,6 @@ def replay_checking_fixed_point(qsim: Qsim, label: str, slack_may_choose: bool =
     qsim.schedulable_jobs = schedulable_jobs
     qsim._run_pass = pass_and_check
     return qsim.run()
-
-
-def slack_schedulers(scheduler: Scheduler) -> list[Scheduler]:
-    """`scheduler` and its queue layout regions' schedulers, each with its own slack search."""
-    regions = scheduler._partitioned
-    return [scheduler, *(s for s, _ in (regions._schedulers.values() if regions else ()))]
-
-
-def forget_slack_choices(scheduler: Scheduler) -> None:
-    """Forget the last pass's slack choices, so that `slack_choices` tells the next pass's."""
-    for each in slack_schedulers(scheduler):
-        if each._slack is not None:
-            each._slack.chosen = None
-
-
-def slack_choices(scheduler: Scheduler) -> set[int]:
-    """The jobs that the slack searches of `scheduler`'s last pass chose to start, with those
-    their plans start after them (empty under the other schemes).
-
-    A second slack pass may start a combination: the search picks one combination per pass
-    by comparing the candidates (§4.3.3 steps 8-11), and once it started, the combinations
-    left are compared anew without it (with the conservative outcome no longer among them when
-    that started nothing more, docs/fairness.md D001-5), so another may win.
-    `test_a_slack_pass_may_leave_a_combination_for_the_next` pins the smallest case found."""
-    return {jobid for each in slack_schedulers(scheduler)
-            if each._slack is not None and each._slack.chosen is not None
-            for jobid in each._slack.chosen.starts}
 
 
 def fresh_like(scheduler: Scheduler, qsim: Qsim) -> Scheduler:
@@ -143,22 +112,22 @@ def fresh_like(scheduler: Scheduler, qsim: Qsim) -> Scheduler:
     return fresh
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a slack pass picks one combination; the next compares those left anew (slack_choices)"))
-def test_a_slack_pass_may_leave_a_combination_for_the_next() -> None:
+def test_a_slack_pass_starts_what_the_search_chooses_once_its_starts_are_made() -> None:
     """flat:4, fcfs, Table 3's settings (G1). Job 1 (2 nodes, 5 s requested, ends at 4) runs
     from 0; job 2 (3 nodes) waits, expected at 5. At 3 jobs 3 and 4 (1 node, 3 s each) come:
     the conservative plan starts job 3 now (on the node job 2 leaves free at 5) and reserves
     job 4 at 6. The candidates are {3} (the conservative outcome: OU 0) and {4} (job 4 now
     beside job 3, job 2 pushed to 6, within its slack: OU 1/3); G1 anchors on the least OU and
-    refuses {4} (OU ratio beyond max_ou_range). A pass again at 3 has the single candidate {4},
-    the conservative outcome now starting nothing (not a candidate, D001-5), and starts job 4
-    at 3; a replay starts it at 4, when job 1 ends, beside job 2."""
+    refuses {4} (OU ratio beyond max_ou_range). Once job 3 started, the search over the jobs
+    left has the single candidate {4} (the conservative outcome now starts nothing: no
+    candidate, D001-5), so the pass repeats its step and starts job 4 at 3 too, as a pass
+    again at 3 would (before, a replay started it at 4, when job 1 ended, beside job 2)."""
     jobs = [TraceJob(1, 0, 4, 5, 2), TraceJob(2, 0, 1, 1, 3), TraceJob(3, 3, 1, 3, 1),
             TraceJob(4, 3, 1, 3, 1)]
     qsim = Qsim(jobs, build_machine(load_description("flat:4")), builtin_policy("fcfs"),
                 Backfill.SLACK)
-    replay_checking_fixed_point(qsim, "flat:4 slack", slack_may_choose=False)
+    result = replay_checking_fixed_point(qsim, "flat:4 slack")
+    assert {o.jobid: o.start_time for o in result.outcomes} == {1: 0, 2: 4, 3: 3, 4: 3}
 
 
 @pytest.mark.parametrize("backfill", [Backfill.EASY, Backfill.CONSERVATIVE, Backfill.SLACK])

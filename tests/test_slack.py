@@ -106,7 +106,10 @@ def test_goals_pick_as_worked_by_hand():
 #          OU = (105 - 100)/3 = 5/3, SU = (150 - 10)/3, U = (6 + 3 + 1)/10 = 1.0
 #   {B,D}: the same plan and scores
 #   {D}:   the conservative plan: OU = SU = 0, U = 0.7
-# G1: c* = {D} (OU 0); {B} and {B,D} have OU/0 = inf: rejected; {D} is chosen: B waits.
+# G1: c* = {D} (OU 0); {B} and {B,D} have OU/0 = inf: rejected; {D} is chosen and starts.
+#     The pass repeats its step (D001-5): over A and B, {B} is the only candidate (the
+#     conservative outcome now starts nothing), so B starts at 10 too, as a second pass at 10
+#     would have started it.
 # G2: c** = {B} (U 1.0); {B,D} has the same OU (ratio 1 < 1.1), {D} less U: none accepted,
 #     {B} is chosen: B starts at 10 and pushes A to 105, within A's slack.
 SMALL_QUEUE = [TraceJob(1, 0, 100, 100, 6, user="r"), TraceJob(2, 10, 50, 50, 8, user="a"),
@@ -120,9 +123,9 @@ def _starts(backfill: str, slack: SlackSettings | None = None) -> dict[int, floa
     return {o.jobid: o.start_time for o in result.outcomes}
 
 
-def test_branch_and_bound_small_queue_goal_fairness_keeps_the_conservative_schedule():
+def test_branch_and_bound_small_queue_goal_fairness_searches_again_after_its_starts():
     assert _starts("conservative") == {1: 0, 2: 100, 3: 150, 4: 10}
-    assert _starts("slack", SlackSettings(goal=Goal.FAIRNESS)) == {1: 0, 2: 100, 3: 150, 4: 10}
+    assert _starts("slack", SlackSettings(goal=Goal.FAIRNESS)) == {1: 0, 2: 105, 3: 10, 4: 10}
 
 
 def test_branch_and_bound_small_queue_goal_utilization_uses_the_slack():

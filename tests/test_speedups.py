@@ -1,11 +1,13 @@
 """Qsim's compiled parts (cobaltlite/_speedups.c) against their pure-Python twins: the job log's
-bytes and the monitored series, on random input that reaches the C code's every branch (odd
-names, ids past 64 bits, fractional times, dependencies, killed jobs, failures), a whole replay's
-accounting.log and summary.json both ways, no growth of memory over many runs, the switch
+bytes, the monitored series and the flat EASY pass's filter, on random input that reaches the C
+code's every branch (odd names, ids past 64 bits, fractional times, dependencies, killed jobs,
+failures; huge ints, NaN and subclasses of int), a whole replay's accounting.log and
+summary.json both ways, no growth of memory over many runs, the switch
 COBALTLITE_PURE, and that an install with a C compiler built the extension."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import shlex
@@ -26,6 +28,7 @@ from cobaltlite import compiled
 from cobaltlite.qsim import joblog, metrics
 from cobaltlite.qsim.engine import SimJob
 from cobaltlite.qsim.outcome import JobOutcome
+from cobaltlite.scheduler.scheduler import python_easy_candidates
 
 needs_compiled = pytest.mark.skipif(not compiled.COMPILED, reason=compiled.STATUS)
 
@@ -179,6 +182,164 @@ def test_times_no_double_holds_take_the_python_loop() -> None:
     assert metrics.time_series(outcomes, 4) == metrics.python_time_series(outcomes, 4, 1800.0)
 
 
+# ------------------------------------------------------------------------------- EASY's filter
+
+class Count(int):
+    """A subclass of int: the C filter leaves it to Python."""
+
+
+class PlainJob:
+    """A job that is not a SimJob (the daemons' jobs are other classes), its size and wall time
+    read through properties."""
+
+    def __init__(self, size: Any, wall_time: Any) -> None:
+        self._size, self._wall_time = size, wall_time
+
+    @property
+    def size(self) -> Any:
+        return self._size
+
+    @property
+    def wall_time(self) -> Any:
+        return self._wall_time
+
+
+EDGES = [2**53 - 1, 2**53, 2**53 + 1, 2**62, 2**63 - 1, -(2**63), 2**63, 2**64, 10**400]
+FILTER_INTS = st.integers(-10, 300) | st.integers(-(2**63), 2**63 - 1) | st.sampled_from(EDGES)
+FILTER_TIMES: st.SearchStrategy[Any] = st.one_of(
+    st.integers(-10**6, 10**9), FILTER_INTS, st.floats(allow_nan=True),
+    st.floats(-1e6, 1e9).map(lambda t: float(int(t)) + 0.5), st.sampled_from(
+        [float(2**53), float(2**63), -float(2**63), 9.2e18, float("inf"), float("-inf")]),
+    FILTER_INTS.map(Count))
+PLAIN = st.one_of(st.integers(-10, 300), st.integers(-(2**62), 2**62),
+                  st.floats(-1e12, 1e12, allow_nan=False))
+
+
+@st.composite
+def filter_jobs(draw: st.DrawFn, sizes: st.SearchStrategy[Any],
+                times: st.SearchStrategy[Any]) -> list[Any]:
+    jobs: list[Any] = []
+    for k in range(draw(st.integers(0, 12))):
+        size, wall_time = draw(sizes), draw(times)
+        jobs.append(PlainJob(size, wall_time) if draw(st.booleans()) else
+                    SimJob(jobid=k, size=size, wall_time=wall_time, run_time=1, submit_time=0,
+                           user_name="u", project="p", queue="q"))
+    return jobs
+
+
+def python_filter(jobs: list[Any], *numbers: Any) -> list[Any] | type[Exception]:
+    try:
+        return python_easy_candidates(jobs, *numbers)
+    except Exception as exc:  # float + an int past a double: OverflowError
+        return type(exc)
+
+
+@needs_compiled
+@settings(max_examples=2000, deadline=None)
+@given(filter_jobs(FILTER_INTS | FILTER_INTS.map(Count) | st.floats(-1e3, 1e3),
+                   FILTER_TIMES),
+       FILTER_INTS | FILTER_INTS.map(Count), FILTER_INTS | FILTER_INTS.map(Count),
+       FILTER_TIMES, FILTER_TIMES)
+def test_the_compiled_easy_filter_is_the_comprehension(
+        jobs: list[Any], idle: Any, extra: Any, now: Any, shadow: Any) -> None:
+    """Same jobs in the same order, or None where only Python is exact (which then answers,
+    or raises as it would have)."""
+    from cobaltlite._speedups import easy_candidates
+
+    expected = python_filter(jobs, idle, extra, now, shadow)
+    try:
+        got = easy_candidates(jobs, idle, extra, now, shadow)
+    except Exception as exc:  # an error raised in C must be Python's
+        assert expected is type(exc)
+        return
+    if got is not None:
+        assert isinstance(expected, list)
+        assert [id(job) for job in got] == [id(job) for job in expected]
+
+
+@needs_compiled
+@settings(max_examples=500, deadline=None)
+@given(filter_jobs(st.integers(-10, 300), PLAIN), st.integers(-10, 300),
+       st.integers(-10, 300), PLAIN, PLAIN | st.floats())
+def test_the_compiled_easy_filter_answers_for_ints_and_floats(
+        jobs: list[Any], idle: int, extra: int, now: Any, shadow: Any) -> None:
+    """Without a subclass of int, an int past 2**62 or another type, C answers (no fallback)."""
+    from cobaltlite._speedups import easy_candidates
+
+    got = easy_candidates(jobs, idle, extra, now, shadow)
+    assert got is not None
+    assert [id(job) for job in got] == [id(job) for job in python_easy_candidates(
+        jobs, idle, extra, now, shadow)]
+
+
+@needs_compiled
+def test_the_compiled_easy_filter_compares_ints_with_floats_exactly() -> None:
+    """Python compares an int with a float exactly; a C cast to double would round 2**53 + 1
+    down and let the job through."""
+    from cobaltlite._speedups import easy_candidates
+
+    job = PlainJob(1, 2**53 + 1)
+    assert easy_candidates([job], 1, 0, 0, float(2**53)) == [] == python_easy_candidates(
+        [job], 1, 0, 0, float(2**53))
+    # float + int rounds the int to a double first, as Python does: the sum ends by shadow
+    assert easy_candidates([job], 1, 0, 0.0, float(2**53)) == [job]
+    assert python_easy_candidates([job], 1, 0, 0.0, float(2**53)) == [job]
+
+
+@needs_compiled
+def test_the_compiled_easy_filter_raises_what_python_raises() -> None:
+    from cobaltlite._speedups import easy_candidates
+
+    class NoWallTime:
+        size = 1
+
+    with pytest.raises(AttributeError, match="wall_time"):
+        easy_candidates([PlainJob(1, 5), NoWallTime()], 4, 0, 0, 10)
+    # as in Python, the wall time of a job larger than the idle nodes is never read
+    assert easy_candidates([NoWallTime()], 0, 0, 0, 10) == []
+
+
+@needs_compiled
+def test_the_compiled_easy_filter_reads_slots_as_python_does() -> None:
+    """C reads a slot found through the job's type: a subclass's property wins over it, an
+    unset slot raises AttributeError, and a property that runs code sees its effect."""
+    from cobaltlite._speedups import easy_candidates
+
+    def sim(size: Any, wall_time: Any) -> SimJob:
+        return SimJob(jobid=0, size=size, wall_time=wall_time, run_time=1, submit_time=0,
+                      user_name="u", project="p", queue="q")
+
+    class Halved(SimJob):
+        @property  # type: ignore[override]
+        def size(self) -> int:
+            return self._size // 2
+
+        @size.setter
+        def size(self, value: int) -> None:
+            self._size = value
+
+    plain, halved, unset = sim(4, 5), Halved(0, 4, 5, 1, 0, "u", "p", "q"), sim(1, 5)
+    assert easy_candidates([plain, halved], 2, 0, 0, 10) == [halved]
+    del unset.wall_time
+    for jobs in ([plain, unset], [unset]):
+        with pytest.raises(AttributeError, match="wall_time"):
+            easy_candidates(jobs, 4, 0, 0, 10)
+
+    later = sim(1, 5)
+
+    class Unsets:
+        size, wall_time = 1, 100
+
+        def __getattribute__(self, name: str) -> Any:
+            if name == "wall_time":
+                with contextlib.suppress(AttributeError):
+                    del later.wall_time
+            return object.__getattribute__(self, name)
+
+    with pytest.raises(AttributeError, match="wall_time"):
+        easy_candidates([sim(1, 5), Unsets(), later], 4, 0, 0, 10)
+
+
 # ------------------------------------------------------------------------------- memory
 
 def grows(run: Any, rounds: int = 20) -> int:
@@ -244,6 +405,8 @@ def test_many_series_leave_no_memory_behind() -> None:
      "--failure-seed", "3"],
 ], ids=["easy", "failures"])
 def test_a_replay_writes_the_same_files_both_ways(tmp_path: Path, options: list[str]) -> None:
+    """Every compiled part at once, the EASY filter on its path too (the EASY replay's passes
+    take the flat shortcut)."""
     outputs = {}
     for mode in ("compiled", "pure"):
         env = {**os.environ, "COBALTLITE_PURE": "1" if mode == "pure" else ""}

@@ -564,7 +564,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for report, elapsed in reports:
             jobs = len(report.result.outcomes)
             _say(f"qsim: {report.settings.policy.name}: {jobs} jobs in {elapsed:.2f} s "
-                 f"({jobs / max(elapsed, 1e-9):,.0f} jobs/s; job log and series: {STATUS})")
+                 f"({jobs / max(elapsed, 1e-9):,.0f} jobs/s; compiled parts: {STATUS})")
     empty = [report.settings.policy.name for report, _ in reports if not report.result.outcomes]
     if empty:
         # A window after the trace's end, or every job too big: metrics of nothing mean nothing.

@@ -23,7 +23,8 @@ The order of one pass, which docs/architecture.md restates for users:
      L waiting jobs that a branch and bound picks within every waiting job's slack, then
      backfill conservatively (with W > 1, as conservative). On a flat machine the search's
      base plan is conservative's kept plan, and the chosen combination's plan is the
-     conservative pass, kept in turn (`_slack_pass`).
+     conservative pass, kept in turn (`_slack_pass`). The step repeats over the jobs left
+     while it starts one (the search compares the combinations left anew, D001-5).
 
 A pass starts everything that can start at this instant, so Qsim runs one pass per event time.
 
@@ -65,10 +66,14 @@ from typing import TYPE_CHECKING
 
 from cobaltlite.choices import MAX_WINDOW, Backfill
 from cobaltlite.clock import Clock
+from cobaltlite.compiled import COMPILED
 from cobaltlite.machine.flat import FlatMachine, FlatPlanner
 from cobaltlite.machine.model import Machine, PlaceSet, Planner
 from cobaltlite.scheduler.interfaces import QueueManagerView, SchedulableJob, SystemView
 from cobaltlite.scheduler.plan import NEVER, KeptPlan, LastReservations
+
+if COMPILED:
+    from cobaltlite._speedups import easy_candidates
 
 # Imported where used: a replay without reservations, a queue layout or slack backfilling never
 # loads them.
@@ -248,21 +253,25 @@ class Scheduler:
         if (backfill is _EASY and booked is None
                 and self._easy_on_flat(top, waiting, machine, now, report)):
             return report
-        if (backfill is _SLACK and self.keep_plan and booked is None
-                and self._places is None and isinstance(machine, FlatMachine)):
-            self._slack_pass([top, *waiting], machine, now, report)
+        if backfill is _SLACK:
+            # Once a step's starts are made, the search compares the combinations left anew
+            # and may pick one it refused beside them (D001-5): repeat the step over the jobs
+            # left while it starts one, as a second pass at this instant would.
+            left = [top, *waiting]
+            while left and machine.has_free_capacity():
+                before = len(report.started)
+                self._slack_step(left, machine, now, report, booked)
+                begun = {jobid for jobid, _ in report.started[before:]}
+                if not begun:
+                    break
+                left = [job for job in left if job.jobid not in begun]
+                # The booked planner holds this step's plan: a new step books the periods anew.
+                booked = _booked_planner(machine, now, left, windows) if windows else None
             return report
         planner = booked if booked is not None else machine.planner(now)
-        if backfill is _SLACK:
-            chosen = self.slack.select([top, *waiting], machine, now)
-            begun = self._start_chosen(chosen, planner, report)
-            waiting = [job for job in waiting if job.jobid not in begun]
         start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
         report.drain = (top.jobid, where, start)
-        if backfill is _EASY:
-            self._backfill_easy(waiting, machine, planner, report)
-        else:
-            self._backfill_slack_plan(waiting, machine, planner, report, booked, begun)
+        self._backfill_easy(waiting, machine, planner, report)
         return report
 
     def _conservative_pass(
@@ -313,6 +322,24 @@ class Scheduler:
         self._backfill_conservative(jobs[first:], machine, planner, report, recorded)
         if kept is not None:
             kept.settle(now, began)
+
+    def _slack_step(self, jobs: list[SchedulableJob], machine: Machine, now: float,
+                    report: PassReport, booked: Planner | None) -> None:
+        """Step 4 under slack from the top job (`jobs[0]`) on, once: start the combination the
+        search chooses, then backfill conservatively (on a flat machine without place sets or
+        reservation periods, around the kept plan: `_slack_pass`)."""
+        if (self.keep_plan and booked is None and self._places is None
+                and isinstance(machine, FlatMachine)):
+            self._slack_pass(jobs, machine, now, report)
+            return
+        planner = booked if booked is not None else machine.planner(now)
+        top = jobs[0]
+        chosen = self.slack.select(jobs, machine, now)
+        begun = self._start_chosen(chosen, planner, report)
+        waiting = [job for job in jobs[1:] if job.jobid not in begun]
+        start, where = planner.reserve_earliest(top.size, top.wall_time, self._allowed(top))
+        report.drain = (top.jobid, where, start)
+        self._backfill_slack_plan(waiting, machine, planner, report, booked, begun)
 
     def _slack_pass(self, jobs: list[SchedulableJob], machine: FlatMachine, now: float,
                     report: PassReport) -> None:
@@ -606,10 +633,12 @@ class Scheduler:
         idle, extra = machine.idle_nodes(), free_then - top.size
         if not idle:
             return True
-        # Both numbers only fall during the pass: one comprehension drops the jobs that cannot
-        # start now for the whole pass.
-        for job in [job for job in waiting if job.size <= idle
-                    and (now + job.wall_time <= shadow or job.size <= extra)]:
+        # Both numbers only fall during the pass: one filter drops the jobs that cannot start
+        # now for the whole pass (in C where compiled, a tenth of a lublin_256 replay in Python).
+        candidates = easy_candidates(waiting, idle, extra, now, shadow) if COMPILED else None
+        if candidates is None:
+            candidates = python_easy_candidates(waiting, idle, extra, now, shadow)
+        for job in candidates:
             size = job.size
             late = now + job.wall_time > shadow
             if size > idle or (late and size > extra):
@@ -734,6 +763,16 @@ def _planned_end(
     if planner.plan_now(job.size, job.wall_time, allowed):
         return now + job.wall_time
     return planner.reserve_earliest(job.size, job.wall_time, allowed)[0] + job.wall_time
+
+
+def python_easy_candidates(waiting: list[SchedulableJob], idle: int, extra: int, now: float,
+                           shadow: float) -> list[SchedulableJob]:
+    """The jobs of `waiting`, in order, that may start now in a flat EASY pass
+    (`Scheduler._easy_on_flat`): at most `idle` nodes, and ending by `shadow` or at most
+    `extra` nodes. The reference for _speedups.easy_candidates, and the path where it is not
+    built or answers None (tests/test_speedups.py compares the two)."""
+    return [job for job in waiting if job.size <= idle
+            and (now + job.wall_time <= shadow or job.size <= extra)]
 
 
 def check_window(window: int) -> int:

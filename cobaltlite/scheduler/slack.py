@@ -21,7 +21,8 @@ subset when its sizes exceed the idle nodes (step 4), when the machine cannot pl
 when starting it now and planning every other waiting job conservatively in rank order puts one
 of them past both its deadline and its conservative start (step 5; D001-4). Every other node is a
 candidate (step 6); none: conservative backfilling (step 7). Among the candidates goal G1 or G2
-picks one (steps 8-11, `choose`); the scheduler starts it and backfills the rest conservatively.
+picks one (steps 8-11, `choose`); the scheduler starts it and backfills the rest conservatively,
+and searches again over the jobs left while that starts a job (D001-5).
 """
 
 from __future__ import annotations
