@@ -148,7 +148,6 @@ class PureAccountingObserver(ReplayObserver):
         self._log.close()
 
 
-
 AccountingObserver: type[PureAccountingObserver] = PureAccountingObserver
 """The job log Qsim writes: CompiledAccountingObserver where cobaltlite.compiled says the
 compiled parts run, else PureAccountingObserver (the same bytes)."""
